@@ -1,0 +1,105 @@
+"""NVIDIA: NVML through nvidia-ml-py first, ``nvidia-smi`` as the fallback.
+
+NVML does not create a CUDA context. Equivalent query:
+``nvidia-smi --query-gpu=index,name,memory.total,uuid,pci.bus_id,driver_version
+--format=csv,noheader,nounits``
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from typing import Any
+
+from distrun.accelerators.inventory import Device
+from distrun.accelerators.probes import (
+    ProbeResult,
+    Runner,
+    ToolFailed,
+    ToolMissing,
+    absent,
+    failed,
+    parse_mib,
+)
+from distrun.accelerators.vendors import VendorId
+
+SMI_QUERY = (
+    "nvidia-smi",
+    "--query-gpu=index,name,memory.total,uuid,pci.bus_id,driver_version",
+    "--format=csv,noheader,nounits",
+)
+
+
+def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
+    via_nvml = probe_nvml()
+    if via_nvml is not None and via_nvml.status == "found":
+        return via_nvml
+    via_smi = probe_smi(run)
+    if via_smi.status == "absent" and via_nvml is not None:
+        return via_nvml
+    return via_smi
+
+
+def probe_nvml() -> ProbeResult | None:
+    """Devices through NVML; None when nvidia-ml-py is not importable."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return absent(VendorId.NVIDIA, f"NVML: {exc}")
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        count = pynvml.nvmlDeviceGetCount()
+        devices = tuple(_nvml_device(pynvml, i) for i in range(count))
+    except pynvml.NVMLError as exc:
+        return failed(VendorId.NVIDIA, "nvml", f"NVML: {exc}")
+    finally:
+        pynvml.nvmlShutdown()
+    if not devices:
+        return absent(VendorId.NVIDIA, "NVML reports 0 devices")
+    return ProbeResult(VendorId.NVIDIA, "found", devices, "nvml", driver=driver)
+
+
+def _nvml_device(pynvml: Any, index: int) -> Device:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
+    bus = pynvml.nvmlDeviceGetPciInfo(handle).busId
+    return Device(
+        VendorId.NVIDIA,
+        index,
+        _text(pynvml.nvmlDeviceGetName(handle)),
+        int(memory),
+        _text(pynvml.nvmlDeviceGetUUID(handle)),
+        _text(bus),
+    )
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def probe_smi(run: Runner) -> ProbeResult:
+    try:
+        out = run(SMI_QUERY)
+    except ToolMissing:
+        return absent(VendorId.NVIDIA, "no NVML library and no nvidia-smi on PATH")
+    except ToolFailed as exc:
+        return failed(VendorId.NVIDIA, "nvidia-smi", str(exc))
+    return parse_smi_csv(out)
+
+
+def parse_smi_csv(out: str) -> ProbeResult:
+    devices: list[Device] = []
+    driver = None
+    for row in csv.reader(io.StringIO(out)):
+        if len(row) < 6:
+            continue
+        index, name, mem, uuid, bus, driver = (c.strip() for c in row[:6])
+        devices.append(Device(VendorId.NVIDIA, int(index), name, parse_mib(mem), uuid, bus))
+    if not devices:
+        return absent(VendorId.NVIDIA, "nvidia-smi lists no GPU")
+    return ProbeResult(VendorId.NVIDIA, "found", tuple(devices), "nvidia-smi", driver=driver)
