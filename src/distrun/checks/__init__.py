@@ -1,0 +1,1 @@
+"""Preflight checks: pure topology rules (``topology``) and rules that look at this host (``host``)."""

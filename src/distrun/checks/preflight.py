@@ -1,0 +1,29 @@
+"""Preflight: inventories (declared or detected) -> plan -> this host's checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from distrun.accelerators.detect import detect
+from distrun.accelerators.inventory import NodeInventory, parse_declared
+from distrun.checks.host import HostContext, host_findings
+from distrun.plan.model import Finding, LaunchPlan, Request
+from distrun.plan.planner import build
+
+
+def inventories(declared: str | None, env: Mapping[str, str]) -> tuple[NodeInventory, ...]:
+    return parse_declared(declared) if declared else (detect(env).node,)
+
+
+def preflight(req: Request, declared: str | None, env: Mapping[str, str]) -> LaunchPlan:
+    """The checked plan. Host checks run only when planning for this host."""
+    nodes = inventories(declared, env)
+    plan = build(req, nodes)
+    if declared:
+        note = Finding(id="host-checks-skipped", severity="info",
+                       message="planned for a declared inventory: checks of this host's ports, "
+                               "names and torch build were not run",
+                       fix="run 'distrun plan' without --inventory on the node itself")
+        return plan.with_findings([note])
+    ctx = HostContext(node_rank=req.node_rank or 0, env=env)
+    return plan.with_findings(host_findings(plan, ctx))

@@ -1,0 +1,143 @@
+"""Arguments of ``plan`` and ``launch``: torchrun's own parser plus distrun's flags.
+
+torchrun's flags keep torchrun's meaning (and its PET_* environment variables); distrun's
+own flags may also come from DISTRUN_<FLAG> variables. Without torch installed, ``plan``
+falls back to a parser of torchrun's topology flags only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from distrun.errors import UsageError
+from distrun.plan.model import Request
+
+# Flags whose torchrun default distrun replaces with a value from the plan, when left out.
+_FILLED = {
+    "nnodes": "1:1",
+    "nproc_per_node": "1",
+    "master_addr": "127.0.0.1",
+    "rdzv_backend": "static",
+    "node_rank": 0,
+    "rdzv_id": "none",
+}
+# Flags the plan renders itself; everything else the user set is passed through verbatim.
+_TOPOLOGY = {*_FILLED, "master_port", "rdzv_endpoint", "standalone", "module", "no_python",
+             "training_script", "training_script_args"}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, fix=f"see '{self.prog} --help'")
+
+
+def _one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    def error(message: str) -> NoReturn:
+        raise UsageError(message, fix=f"see '{parser.prog} --help'")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def torchrun_parser(prog: str, env: Mapping[str, str]) -> argparse.ArgumentParser:
+    """torchrun's parser, with the defaults distrun fills in cleared (unless PET_* set them)."""
+    from torch.distributed.run import get_args_parser
+
+    parser = _one_line(get_args_parser())
+    parser.prog = prog
+    parser.description = f"{prog}: torchrun's flags (same meaning) plus distrun's own."
+    parser.set_defaults(**{d: None for d in _FILLED if f"PET_{d.upper()}" not in env})
+    return parser
+
+
+def fallback_parser(prog: str) -> argparse.ArgumentParser:
+    """torchrun's topology flags, for planning on a machine without torch."""
+    p = OneLineParser(prog=prog, description=f"{prog} (torch not installed: topology flags only)")
+    for flag, kind in (("--nnodes", str), ("--nproc-per-node", str), ("--node-rank", int),
+                       ("--master-addr", str), ("--master-port", int), ("--rdzv-backend", str),
+                       ("--rdzv-endpoint", str), ("--rdzv-id", str)):
+        p.add_argument(flag, flag.replace("-", "_").replace("__", "--", 1), type=kind)
+    p.add_argument("--standalone", action="store_true")
+    p.add_argument("-m", "--module", action="store_true")
+    p.add_argument("--no-python", "--no_python", action="store_true")
+    p.add_argument("training_script")
+    p.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    return p
+
+
+def add_distrun_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    g = parser.add_argument_group("distrun")
+    g.add_argument("--inventory", help="declare hardware instead of detecting it: 2x8xH100-80GB")
+    g.add_argument("--backend", help="collective backend (default: the hardware's own)")
+    g.add_argument("--global-batch-size", type=int, help="check it divides into the ranks")
+    g.add_argument("--per-device-batch-size", type=int, help="with --global-batch-size")
+    g.add_argument("--json", action="store_true", help="machine output on stdout")
+    for action in g._group_actions:
+        var = "DISTRUN_" + action.dest.upper()
+        if var in env:
+            action.default = _convert(action, env[var], var)
+
+
+def _convert(action: argparse.Action, raw: str, var: str) -> Any:
+    if action.nargs == 0:
+        return raw.lower() in ("1", "true", "yes", "on")
+    try:
+        return action.type(raw) if callable(action.type) else raw
+    except ValueError:
+        raise UsageError(f"{var}={raw!r} is not valid for {action.option_strings[0]}",
+                         fix=f"unset {var} or give it a valid value") from None
+
+
+def make_parser(prog: str, env: Mapping[str, str], need_torch: bool) -> argparse.ArgumentParser:
+    try:
+        parser = torchrun_parser(prog, env)
+    except ImportError:
+        if need_torch:
+            raise UsageError("torch is not installed", "torch in this Python environment",
+                             "pip install 'distrun[torch]'") from None
+        parser = fallback_parser(prog)
+    add_distrun_flags(parser, env)
+    return parser
+
+
+def passthrough(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> tuple[str, ...]:
+    """The torchrun flags the user set that the plan does not render itself."""
+    out: list[str] = []
+    distrun_dests = {a.dest for g in parser._action_groups if g.title == "distrun"
+                     for a in g._group_actions}
+    for action in parser._actions:
+        if action.dest in _TOPOLOGY | distrun_dests or not action.option_strings:
+            continue
+        value = getattr(ns, action.dest, None)
+        if value == action.default or value is None:
+            continue
+        flag = next((s for s in action.option_strings if "-" in s[2:]), action.option_strings[0])
+        if action.nargs == 0:
+            out.append(flag)
+        else:
+            out += [flag, ",".join(value) if isinstance(value, list) else str(value)]
+    return tuple(out)
+
+
+def to_request(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Request:
+    return Request(
+        script=ns.training_script,
+        script_args=tuple(ns.training_script_args),
+        nnodes=ns.nnodes,
+        nproc_per_node=ns.nproc_per_node,
+        node_rank=ns.node_rank,
+        master_addr=ns.master_addr,
+        master_port=ns.master_port,
+        rdzv_backend=ns.rdzv_backend,
+        rdzv_endpoint=ns.rdzv_endpoint or None,
+        rdzv_id=None if ns.rdzv_id in (None, "none") else ns.rdzv_id,
+        standalone=bool(ns.standalone),
+        backend=ns.backend,
+        global_batch_size=ns.global_batch_size,
+        per_device_batch_size=ns.per_device_batch_size,
+        module=bool(ns.module),
+        no_python=bool(ns.no_python),
+        passthrough=passthrough(parser, ns),
+    )

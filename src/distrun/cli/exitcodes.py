@@ -1,0 +1,13 @@
+"""Exit statuses of the distrun command (documented in docs/cli.md).
+
+``distrun launch`` otherwise exits with the job's status: the first failed rank's exit code,
+or 128 + signal number when that rank was killed by a signal.
+"""
+
+OK = 0
+JOB_FAILED = 1
+USAGE = 2
+PREFLIGHT = 3
+INTERNAL = 4
+SIGINT = 130
+SIGTERM = 143

@@ -1,0 +1,133 @@
+"""``distrun launch [torchrun flags] [distrun flags] SCRIPT [ARGS]``.
+
+Preflight (refuses on an error unless --force), then the job through torchrun, recorded in a
+run directory. Exit status: the job's (see distrun.cli.exitcodes), 3 when preflight refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from rich.console import Console
+
+from distrun.checks.preflight import preflight
+from distrun.cli import exitcodes, render
+from distrun.cli.args import make_parser, to_request
+from distrun.errors import UsageError
+from distrun.launch.launcher import Outcome, launch
+from distrun.launch.rundir import RunDir, default_path, redact
+from distrun.plan.model import LaunchPlan
+
+
+def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = make_parser("distrun launch", env, need_torch=True)
+    g = next(g for g in p._action_groups if g.title == "distrun")
+    g.add_argument("--run-dir", default=env.get("DISTRUN_RUN_DIR"),
+                   help="where the run directory goes (default ./runs/<UTC time>-<name>)")
+    g.add_argument("--force", action="store_true", default=env.get("DISTRUN_FORCE") == "1",
+                   help="launch even when preflight finds an error")
+    g.add_argument("--dry-run", action="store_true", help="print the checked plan, start nothing")
+    return p
+
+
+def check_script(ns: argparse.Namespace) -> None:
+    if ns.module or ns.no_python or ns.run_path or os.path.isfile(ns.training_script):
+        return
+    raise UsageError(f"training script {ns.training_script!r} does not exist",
+                     fix="pass the path of your script (or -m for a module)")
+
+
+def main(argv: list[str]) -> int:
+    env = os.environ
+    p = parser(env)
+    ns = p.parse_args(argv)
+    if ns.inventory:
+        raise UsageError(f"--inventory {ns.inventory} declares other machines; launch runs here",
+                         fix="use 'distrun plan --inventory ...' to plan for other machines")
+    check_script(ns)
+    req = to_request(p, ns)
+    plan = preflight(req, None, env)
+    err = Console(stderr=True, soft_wrap=True)
+    if ns.dry_run:
+        render.plan(Console(), plan)
+        return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
+    render.findings(err, [f for f in plan.findings if f.severity != "info"])
+    if plan.errors and not ns.force:
+        err.print("distrun launch: refusing to start: preflight found errors "
+                  "(fix them, or pass --force)", highlight=False)
+        return exitcodes.PREFLIGHT
+    return start(plan, ns, req.node_rank or 0, err)
+
+
+def start(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int, err: Console) -> int:
+    name = Path(ns.training_script).stem + (f"-node{node_rank}" if plan.nnodes > 1 else "")
+    run = RunDir(Path(ns.run_dir) if ns.run_dir else default_path(name))
+    run.write_json("plan.json", plan.model_dump())
+    run.write_json("env.json", redact(os.environ))
+    os.environ["DISTRUN_RUN_DIR"] = str(run.path.resolve())
+    os.environ["DISTRUN_DEVICE_TYPE"] = plan.device_type
+    os.environ["DISTRUN_BACKEND"] = plan.backend
+    outcome = launch(plan, ns, run, node_rank, echo_filter(ns))
+    summary = summarize(plan, outcome, run, node_rank)
+    run.write_json("summary.json", summary)
+    run.close()
+    report(err, summary, run)
+    if ns.json:
+        print(json.dumps(summary, indent=2))
+    return outcome.exitcode
+
+
+def echo_filter(ns: argparse.Namespace) -> Callable[[int, int], bool]:
+    """Rank 0 on the console; plus the local ranks torchrun's --local-ranks-filter names."""
+    chosen = {int(r) for r in (ns.local_ranks_filter or "").split(",") if r.strip()}
+    return lambda rank, local: rank == 0 or local in chosen
+
+
+def summarize(plan: LaunchPlan, outcome: Outcome, run: RunDir, node_rank: int) -> dict[str, object]:
+    return {
+        "status": outcome.status,
+        "exitcode": outcome.exitcode,
+        "message": outcome.message,
+        "world_size": plan.world_size,
+        "nnodes": plan.nnodes,
+        "node_rank": node_rank,
+        "device_type": plan.device_type,
+        "backend": plan.backend,
+        "first_failure": outcome.first_failure,
+        "failures": {str(k): v for k, v in outcome.failures.items()},
+        "run_dir": str(run.path),
+    }
+
+
+def report(err: Console, summary: dict[str, object], run: RunDir) -> None:
+    status = summary["status"]
+    if status == "succeeded":
+        err.print(f"distrun: job succeeded ({summary['world_size']} ranks); run directory: "
+                  f"{run.path}", highlight=False)
+        return
+    first = summary["first_failure"]
+    if first is None:
+        err.print(f"distrun: job {status}: {summary['message']}; run directory: {run.path}",
+                  highlight=False)
+        return
+    log = run.rank_log(int(str(first)))
+    err.print(f"distrun: job failed: rank {first} first ({summary['message']}); exit status "
+              f"{summary['exitcode']}; its log: {log}", highlight=False)
+    for line in tail(log, 8):
+        err.print(f"  {line}", highlight=False, markup=False)
+
+
+def tail(path: Path, n: int) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

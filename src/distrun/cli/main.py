@@ -1,0 +1,63 @@
+"""``distrun COMMAND ...``: dispatch to one module per subcommand."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from distrun.cli import exitcodes
+from distrun.errors import DistrunError, UsageError
+
+COMMANDS: dict[str, str] = {
+    "doctor": "what is here: accelerators, cluster environment, software, network; what is wrong",
+    "plan": "the exact per-node commands, rank layout and visible devices, checked",
+    "launch": "preflight, then the job through torchrun, with a run directory",
+    "demo": "a real small training run on whatever is here",
+    "diagnose": "the root cause of a failed job, from its run directory or logs",
+}
+
+USAGE_TEXT = "usage: distrun COMMAND [ARGS...]\n\ncommands:\n" + "\n".join(
+    f"  {name:<10} {text}" for name, text in COMMANDS.items()
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE_TEXT)
+        return exitcodes.OK if args else exitcodes.USAGE
+    if args[0] == "--version":
+        from distrun import __version__
+
+        print(f"distrun {__version__}")
+        return exitcodes.OK
+    command = args[0]
+    if command not in COMMANDS:
+        return fail(UsageError(f"unknown command {command!r}",
+                               f"one of {', '.join(COMMANDS)}", "run 'distrun --help'"), command)
+    module = importlib.import_module(f"distrun.cli.{command}")
+    try:
+        code: int = module.main(args[1:])
+    except UsageError as err:
+        return fail(err, command)
+    except DistrunError as err:
+        print(f"distrun {command}: error: {err.one_line()}", file=sys.stderr)
+        return exitcodes.JOB_FAILED
+    return code
+
+
+def fail(err: UsageError, command: str) -> int:
+    print(f"distrun {command}: error: {err.one_line()}", file=sys.stderr)
+    return exitcodes.USAGE
+
+
+def entry() -> None:
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = exitcodes.SIGINT
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,31 @@
+"""``distrun plan [torchrun flags] [--inventory NxDxMODEL] [--json] SCRIPT [ARGS]``.
+
+Exit status 0, or 3 when any finding is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console
+
+from distrun.checks.preflight import preflight
+from distrun.cli import exitcodes, render
+from distrun.cli.args import make_parser, to_request
+
+
+def main(argv: list[str]) -> int:
+    env = os.environ
+    parser = make_parser("distrun plan", env, need_torch=False)
+    ns = parser.parse_args(argv)
+    plan = preflight(to_request(parser, ns), ns.inventory, env)
+    if ns.json:
+        print(plan.model_dump_json(indent=2))
+    else:
+        render.plan(Console(), plan)
+    return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

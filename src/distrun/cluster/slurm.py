@@ -1,0 +1,91 @@
+"""Slurm: a task started by ``srun`` (one process per task), and the allocation around it.
+
+A process started by ``srun python train.py`` reads its rank from SLURM_PROCID; the
+master is the first node of the step's node list. ``distrun launch`` inside an allocation
+(one torchrun per node, the sbatch pattern) reads :class:`SlurmAllocation` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import hostlist
+
+from distrun.cluster.base import ClusterEnvError, ClusterEnvironment, RankFacts
+
+# Variables Slurm sets for every task of a step (srun); the batch script has them too.
+_TASK_VARS = ("SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS")
+
+
+def default_port(job_id: int) -> int:
+    """A port every task of one job agrees on without talking: 10000-29999 from the job id."""
+    return 10000 + job_id % 20000
+
+
+def expand_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
+    value = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+    try:
+        return tuple(hostlist.expand_hostlist(value)) if value else ()
+    except hostlist.BadHostlist as exc:
+        raise ClusterEnvError(
+            f"slurm: node list {value!r} does not parse ({exc})",
+            "a Slurm hostlist such as n[0-3]",
+            "check SLURM_JOB_NODELIST",
+        ) from None
+
+
+class Slurm(ClusterEnvironment):
+    name = "slurm"
+
+    @staticmethod
+    def detect(env: Mapping[str, str]) -> bool:
+        return all(v in env for v in _TASK_VARS)
+
+    def facts(self) -> RankFacts:
+        nodes = expand_nodes(self.env)
+        nnodes = self.integer("SLURM_JOB_NUM_NODES", self.integer("SLURM_NNODES", len(nodes) or 1))
+        world = self.integer("SLURM_NTASKS")
+        return RankFacts(
+            self.name,
+            rank=self.integer("SLURM_PROCID"),
+            world_size=world,
+            local_rank=self.integer("SLURM_LOCALID", 0),
+            local_world_size=self.optional_int("SLURM_NTASKS_PER_NODE")
+            or self.optional_int("SLURM_STEP_TASKS_PER_NODE"),
+            node_rank=self.integer("SLURM_NODEID", 0),
+            nnodes=nnodes,
+            master_addr=self.env.get("MASTER_ADDR") or (nodes[0] if nodes else None),
+            master_port=self.integer("MASTER_PORT", default_port(self.integer("SLURM_JOB_ID"))),
+        )
+
+
+@dataclass(frozen=True)
+class SlurmAllocation:
+    """The allocation a batch script or an ``salloc`` shell runs in."""
+
+    job_id: int
+    nodes: tuple[str, ...]
+    node_id: int
+    gpus_on_node: int | None
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def master_addr(self) -> str:
+        return self.nodes[0]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SlurmAllocation | None:
+        if "SLURM_JOB_ID" not in env or "SLURM_JOB_NODELIST" not in env:
+            return None
+        reader = Slurm(env)
+        gpus = env.get("SLURM_GPUS_ON_NODE")
+        return cls(
+            job_id=reader.integer("SLURM_JOB_ID"),
+            nodes=tuple(hostlist.expand_hostlist(env["SLURM_JOB_NODELIST"])),
+            node_id=reader.integer("SLURM_NODEID", 0),
+            gpus_on_node=int(gpus) if gpus and gpus.isdigit() else None,
+        )

@@ -1,0 +1,1 @@
+"""Launching: a plan becomes running processes through torch's elastic launcher (torchrun)."""

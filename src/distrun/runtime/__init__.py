@@ -1,0 +1,1 @@
+"""The runtime: imported inside training processes. Light: no CLI, no rich, no pydantic."""

@@ -1,0 +1,9 @@
+"""Errors raised inside a training process by ``distrun.init()``."""
+
+from __future__ import annotations
+
+from distrun.errors import DistrunError
+
+
+class InitError(DistrunError):
+    """The process cannot join the job as configured; the message says why and the fix."""

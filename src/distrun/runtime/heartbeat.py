@@ -1,0 +1,60 @@
+"""Liveness and progress from a rank to its launcher, through the run directory.
+
+Each rank keeps one small file, ``<run>/heartbeats/rank-<R>``, rewritten in place at every
+``beat`` (one ``pwrite``: time, step); at most once a second it also appends a ``progress``
+event with the metrics to ``events.jsonl`` (one ``O_APPEND`` write, atomic for a line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
+
+RECORD_BYTES = 64
+EVENT_EVERY_S = 1.0
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Heartbeat:
+    def __init__(self, run_dir: str, rank: int) -> None:
+        beats = os.path.join(run_dir, "heartbeats")
+        os.makedirs(beats, exist_ok=True)
+        self.rank = rank
+        self._fd = os.open(os.path.join(beats, f"rank-{rank}"), os.O_WRONLY | os.O_CREAT, 0o644)
+        self._events = os.open(os.path.join(run_dir, "events.jsonl"),
+                               os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._next_event = 0.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], rank: int) -> Heartbeat | None:
+        run_dir = env.get("DISTRUN_RUN_DIR")
+        return cls(run_dir, rank) if run_dir and os.path.isdir(run_dir) else None
+
+    def beat(self, step: int, metrics: Mapping[str, float]) -> None:
+        now = time.time()
+        os.pwrite(self._fd, f"{now:.3f} {step}".ljust(RECORD_BYTES).encode(), 0)
+        mono = time.monotonic()
+        if mono >= self._next_event:
+            self._next_event = mono + EVENT_EVERY_S
+            self.event("progress", step=step, metrics=dict(metrics))
+
+    def event(self, name: str, **fields: object) -> None:
+        record = {"time": utc_now(), "event": name, "rank": self.rank, "pid": os.getpid(),
+                  **fields}
+        os.write(self._events, (json.dumps(record, default=str) + "\n").encode())
+
+    def joined(self, device: str, local_rank: int, node_rank: int) -> None:
+        self.event("rank_joined", device=device, local_rank=local_rank, node_rank=node_rank)
+
+    def close(self) -> None:
+        for fd in (self._fd, self._events):
+            try:
+                os.close(fd)
+            except OSError:
+                continue
