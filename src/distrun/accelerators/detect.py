@@ -10,8 +10,10 @@ from dataclasses import dataclass
 import psutil
 
 from distrun.accelerators.inventory import NodeInventory, apply_visibility
-from distrun.accelerators.probes import Probe, ProbeResult, Runner, run_tool
 from distrun.accelerators.probes import (
+    Probe,
+    ProbeResult,
+    Runner,
     amd,
     apple,
     ascend,
@@ -20,6 +22,7 @@ from distrun.accelerators.probes import (
     enflame,
     intel,
     nvidia,
+    run_tool,
 )
 from distrun.accelerators.vendors import PROBE_ORDER, VendorId
 

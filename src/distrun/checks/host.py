@@ -141,7 +141,8 @@ def libuv_store(plan: LaunchPlan, ctx: HostContext) -> list[Finding]:
     try:
         import torch.distributed as dist
 
-        dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True)
+        store = dist.TCPStore  # type: ignore[attr-defined]
+        store("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True)
     except ImportError as exc:
         return [unknown("libuv", f"torch is not importable ({exc})")]
     except RuntimeError as exc:

@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     plan = preflight(req, None, env)
     err = Console(stderr=True, soft_wrap=True)
     if ns.dry_run:
-        render.plan(Console(), plan)
+        render.plan(Console(soft_wrap=True), plan)
         return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
     render.findings(err, [f for f in plan.findings if f.severity != "info"])
     if plan.errors and not ns.force:

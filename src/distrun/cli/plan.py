@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     if ns.json:
         print(plan.model_dump_json(indent=2))
     else:
-        render.plan(Console(), plan)
+        render.plan(Console(soft_wrap=True), plan)
     return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
 
 

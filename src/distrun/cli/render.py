@@ -28,7 +28,7 @@ def plan(console: Console, p: LaunchPlan) -> None:
     console.print(
         f"world size {p.world_size} = {p.nnodes} node(s) x {p.nproc_per_node} process(es); "
         f"backend {p.backend}; device {p.device_type}; "
-        f"master {p.master_addr}:{p.master_port or 'picked at start'} ({p.rdzv_backend})",
+        f"master {p.master_addr}:{p.master_port or '(port picked at start)'} ({p.rdzv_backend})",
         highlight=False,
     )
     table = Table("node", "host", "procs", "ranks", "visible devices", box=None)

@@ -63,7 +63,7 @@ def train(ctx: distrun.Context, run_dir: str) -> dict[str, object]:
         for x, y in loader:
             loss = nn.functional.mse_loss(ddp(x.to(ctx.device)), y.to(ctx.device))
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
             total += loss.item()
             steps += 1

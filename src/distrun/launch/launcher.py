@@ -123,6 +123,8 @@ def _failed(err: Any) -> Outcome:
             "message": _message(failure),
         }
     first, failure = err.get_first_failure()
+    for rank, record in failures.items():
+        record["role"] = "first failure" if rank == first else "stopped or failed after"
     code = failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode
     return Outcome(code, "failed", failures, first, failures[first]["message"])
 

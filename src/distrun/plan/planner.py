@@ -76,8 +76,8 @@ def resolve_topology(req: Request, nodes: Sequence[NodeInventory]) -> Topology:
         # torchrun's own single-node choice: the store binds port 0, so no race for a port.
         return Topology(1, nproc, "localhost", 0, "c10d", "localhost:0")
     addr = req.master_addr or (nodes[0].host if nodes[0].declared else "127.0.0.1")
-    port = req.master_port if req.master_port is not None else DEFAULT_MASTER_PORT
-    return Topology(nnodes, nproc, addr, port, "static", f"{addr}:{port}")
+    master_port = req.master_port if req.master_port is not None else DEFAULT_MASTER_PORT
+    return Topology(nnodes, nproc, addr, master_port, "static", f"{addr}:{master_port}")
 
 
 def build(req: Request, nodes: Sequence[NodeInventory]) -> LaunchPlan:

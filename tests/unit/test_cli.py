@@ -1,0 +1,114 @@
+"""The CLI as a user sees it: exit statuses, one-line errors, the plan JSON contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def assert_one_line_usage_error(done, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "fix" in lines[0]
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_issue_check_sixteen_on_eight_per_node(tmp_path: Path) -> None:
+    done = run_cli(["plan", "--inventory", "2x8xH100-80GB", "--nnodes", "2", "--nproc-per-node",
+                    "16", "--json", "train.py"], tmp_path)
+    assert done.returncode == 3
+    plan = json.loads(done.stdout)
+    errors = [f for f in plan["findings"] if f["severity"] == "error"]
+    assert errors and "16" in errors[0]["message"] and "8" in errors[0]["message"]
+
+
+def test_issue_check_two_by_eight_plan_json(tmp_path: Path) -> None:
+    done = run_cli(["plan", "--inventory", "2x8xH100-80GB", "--nnodes", "2", "--nproc-per-node",
+                    "8", "--json", "train.py"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert {"world_size", "backend", "master_addr", "master_port", "nodes", "findings",
+            "commands"} <= set(plan)
+    assert plan["world_size"] == 16 and plan["backend"] == "nccl"
+    assert plan["nodes"][0]["ranks"] == list(range(8))
+    assert plan["nodes"][1]["ranks"] == list(range(8, 16))
+    assert all(len(n["visible_devices"]) == 8 for n in plan["nodes"])
+    assert all(set(n) >= {"node_rank", "host", "nproc", "visible_devices", "ranks"}
+               for n in plan["nodes"])
+    assert len(plan["commands"]) == 2
+    assert all(set(f) >= {"id", "severity", "message", "fix"} for f in plan["findings"])
+
+
+def test_plan_human_output_names_the_fix(tmp_path: Path) -> None:
+    done = run_cli(["plan", "--inventory", "1x8xgcu", "--nproc-per-node", "1", "t.py"], tmp_path)
+    assert done.returncode == 0
+    assert "7 device(s) per node will sit idle" in done.stdout
+    assert "--nproc-per-node 8" in done.stdout
+
+
+def test_passthrough_torchrun_flags_reach_the_commands(tmp_path: Path) -> None:
+    done = run_cli(["plan", "--inventory", "2x8xH100", "--nnodes", "2", "--max-restarts", "3",
+                    "--json", "train.py", "--lr", "0.1"], tmp_path)
+    plan = json.loads(done.stdout)
+    assert "--max-restarts 3" in plan["commands"][0]
+    assert plan["commands"][0].endswith("train.py --lr 0.1")
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["plan", "--bogus", "t.py"], ["--bogus"]),
+    (["plan", "--inventory", "2x8xWidget", "t.py"], ["2x8xWidget"]),
+    (["plan", "--inventory", "8by2", "t.py"], ["8by2"]),
+    (["plan", "--nnodes", "two", "t.py"], ["two"]),
+    (["plan", "--nproc-per-node", "0", "t.py"], ["--nproc-per-node 0"]),
+    (["launch", "--nproc-per-node", "2", "missing_script.py"], ["missing_script.py"]),
+    (["launch", "--inventory", "1x8xH100", "t.py"], ["--inventory"]),
+    (["frobnicate"], ["frobnicate"]),
+    (["plan"], ["training_script"]),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    assert_one_line_usage_error(run_cli(args, tmp_path), *needles)
+
+
+def test_bad_distrun_env_variable(tmp_path: Path) -> None:
+    done = run_cli(["plan", "t.py"], tmp_path, env={"DISTRUN_GLOBAL_BATCH_SIZE": "lots"})
+    assert_one_line_usage_error(done, "DISTRUN_GLOBAL_BATCH_SIZE")
+
+
+def test_distrun_env_variable_sets_a_flag(tmp_path: Path) -> None:
+    done = run_cli(["plan", "--inventory", "1x8xH100", "--json", "t.py"], tmp_path,
+                   env={"DISTRUN_GLOBAL_BATCH_SIZE": "100"})
+    ids = [f["id"] for f in json.loads(done.stdout)["findings"]]
+    assert done.returncode == 3 and "batch-indivisible" in ids
+
+
+def test_doctor_json_reports_this_host(tmp_path: Path) -> None:
+    done = run_cli(["doctor", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["node"]["vendor"] == "cpu" and data["devices"]["cpu"]["status"] == "found"
+    assert data["backends"]["gloo"] is True and data["software"]["torch"].startswith("2.13")
+    assert data["cluster"]["environment"] == "single"
+    assert any(i["name"] == "lo" for i in data["interfaces"])
+    assert data["devices"]["nvidia"]["status"] == "absent"
+
+
+def test_dry_run_starts_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text("raise SystemExit('must not run')\n")
+    done = run_cli(["launch", "--dry-run", "--nproc-per-node", "2", str(script)], tmp_path)
+    assert done.returncode == 0 and "world size 2" in done.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_launch_refuses_on_preflight_error(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text("raise SystemExit('must not run')\n")
+    done = run_cli(["launch", "--backend", "nccl", str(script)], tmp_path)
+    assert done.returncode == 3
+    assert "backend nccl needs" in done.stderr and "refusing to start" in done.stderr
