@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,41 @@ def test_launch_refuses_on_preflight_error(tmp_path: Path) -> None:
     done = run_cli(["launch", "--backend", "nccl", str(script)], tmp_path)
     assert done.returncode == 3
     assert "backend nccl needs" in done.stderr and "refusing to start" in done.stderr
+
+
+def test_config_file_sets_defaults_and_flags_win(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text('nproc_per_node = 3\nbackend = "gloo"\nmax_restarts = 2\n')
+    base = ["plan", "--config", "job.toml", "--inventory", "1x4xcpu", "--json"]
+    plan = json.loads(run_cli([*base, "t.py"], tmp_path).stdout)
+    assert plan["nproc_per_node"] == 3 and "--max-restarts 2" in plan["commands"][0]
+    plan = json.loads(run_cli([*base, "--nproc-per-node", "2", "t.py"], tmp_path).stdout)
+    assert plan["nproc_per_node"] == 2
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("nproc_per_nod = 3\n", "'nproc_per_nod' is not a setting"),
+    ('master_port = "abc"\n', "master_port = 'abc'"),
+    ("x = [\n", "not valid TOML"),
+    (None, "cannot read it"),
+])
+def test_bad_config_is_one_line(tmp_path: Path, text: str | None, needle: str) -> None:
+    if text is not None:
+        (tmp_path / "job.toml").write_text(text)
+    done = run_cli(["plan", "--config", "job.toml", "t.py"], tmp_path)
+    assert_one_line_usage_error(done, needle, "job.toml")
+
+
+def test_plan_and_doctor_work_without_torch(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker" / "torch"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named torch (test)')\n")
+    env = {"PYTHONPATH": f"{blocker.parent}:{os.environ.get('PYTHONPATH', '')}"}
+    done = run_cli(["plan", "--inventory", "2x8xH100", "--nnodes", "2", "--json", "t.py"],
+                   tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["world_size"] == 16
+    doctor = run_cli(["doctor", "--json"], tmp_path, env=env)
+    assert doctor.returncode == 0, doctor.stderr
+    assert json.loads(doctor.stdout)["software"]["torch"] is None
+    launch = run_cli(["launch", "t.py"], tmp_path, env=env)
+    assert_one_line_usage_error(launch, "torch is not installed")

@@ -8,6 +8,7 @@ falls back to a parser of torchrun's topology flags only.
 from __future__ import annotations
 
 import argparse
+import weakref
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -24,8 +25,13 @@ _FILLED = {
     "rdzv_id": "none",
 }
 # Flags the plan renders itself; everything else the user set is passed through verbatim.
-_TOPOLOGY = {*_FILLED, "master_port", "rdzv_endpoint", "standalone", "module", "no_python",
+_TOPOLOGY = {*_FILLED, "config", "master_port", "rdzv_endpoint", "standalone", "module", "no_python",
              "training_script", "training_script_args"}
+
+
+# Each parser's defaults before a config file changed them: what "the user set it" is measured by.
+_ORIGINAL: weakref.WeakKeyDictionary[argparse.ArgumentParser, dict[str, Any]] = (
+    weakref.WeakKeyDictionary())
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -74,6 +80,7 @@ def add_distrun_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -
     g.add_argument("--global-batch-size", type=int, help="check it divides into the ranks")
     g.add_argument("--per-device-batch-size", type=int, help="with --global-batch-size")
     g.add_argument("--json", action="store_true", help="machine output on stdout")
+    g.add_argument("--config", help="TOML file of settings (flag names with _); flags win")
     for action in g._group_actions:
         var = "DISTRUN_" + action.dest.upper()
         if var in env:
@@ -99,19 +106,32 @@ def make_parser(prog: str, env: Mapping[str, str], need_torch: bool) -> argparse
                              "pip install 'distrun[torch]'") from None
         parser = fallback_parser(prog)
     add_distrun_flags(parser, env)
+    _ORIGINAL[parser] = {a.dest: a.default for a in parser._actions}
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse twice when a config file is named: its settings become defaults, flags win."""
+    ns = parser.parse_args(argv)
+    if ns.config:
+        from distrun.config import load
+
+        parser.set_defaults(**load(ns.config))
+        ns = parser.parse_args(argv)
+    return ns
 
 
 def passthrough(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> tuple[str, ...]:
     """The torchrun flags the user set that the plan does not render itself."""
     out: list[str] = []
+    original = _ORIGINAL.get(parser, {})
     distrun_dests = {a.dest for g in parser._action_groups if g.title == "distrun"
                      for a in g._group_actions}
     for action in parser._actions:
         if action.dest in _TOPOLOGY | distrun_dests or not action.option_strings:
             continue
         value = getattr(ns, action.dest, None)
-        if value == action.default or value is None:
+        if value == original.get(action.dest, action.default) or value is None:
             continue
         flag = next((s for s in action.option_strings if "-" in s[2:]), action.option_strings[0])
         if action.nargs == 0:

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
-from distrun.cli.args import make_parser, to_request
+from distrun.cli.args import make_parser, parse, to_request
 from distrun.errors import UsageError
 from distrun.launch.launcher import Outcome, launch
 from distrun.launch.rundir import RunDir, default_path, redact
@@ -45,7 +45,7 @@ def check_script(ns: argparse.Namespace) -> None:
 def main(argv: list[str]) -> int:
     env = os.environ
     p = parser(env)
-    ns = p.parse_args(argv)
+    ns = parse(p, argv)
     if ns.inventory:
         raise UsageError(f"--inventory {ns.inventory} declares other machines; launch runs here",
                          fix="use 'distrun plan --inventory ...' to plan for other machines")

@@ -12,13 +12,13 @@ from rich.console import Console
 
 from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
-from distrun.cli.args import make_parser, to_request
+from distrun.cli.args import make_parser, parse, to_request
 
 
 def main(argv: list[str]) -> int:
     env = os.environ
     parser = make_parser("distrun plan", env, need_torch=False)
-    ns = parser.parse_args(argv)
+    ns = parse(parser, argv)
     plan = preflight(to_request(parser, ns), ns.inventory, env)
     if ns.json:
         print(plan.model_dump_json(indent=2))
