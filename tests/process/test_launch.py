@@ -97,7 +97,9 @@ def test_plain_torchrun_leaves_that_child_running(tmp_path: Path, marker: str) -
         proc.kill()
 
 
-def test_ctrl_c_stops_every_rank(tmp_path: Path, marker: str) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_every_rank(tmp_path: Path, marker: str, sig: signal.Signals
+                                            ) -> None:
     args = [sys.executable, "-m", "distrun.cli.main", "launch", "--nproc-per-node", "2",
             "--run-dir", str(tmp_path / "run"), str(JOB), marker]
     proc = subprocess.Popen(args, cwd=tmp_path, env=cli_env({"DISTRUN_TEST_MARK": marker,
@@ -109,9 +111,9 @@ def test_ctrl_c_stops_every_rank(tmp_path: Path, marker: str) -> None:
         if all(p.exists() and "ready" in p.read_text() for p in logs):
             break
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err
     assert "interrupted" in err
     for rank in (0, 1):
         assert f"rank {rank} ready" in rank_log(tmp_path, rank)
