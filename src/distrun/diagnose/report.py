@@ -71,7 +71,7 @@ def _where(rank: int | None, node: str | None) -> str:
 
 def _print_causes(console: Console, diagnosis: Diagnosis) -> None:
     root, *others = diagnosis.causes
-    console.print(f"[bold red]Root cause:[/] {escape(root.rule.title)} [{root.rule.id}]")
+    console.print(f"[bold red]Root cause:[/] {escape(f'{root.rule.title} [{root.rule.id}]')}")
     console.print(f"  where: {_where(root.rank, root.node)}   category: {root.rule.category}")
     _print_evidence(console, root.evidence)
     console.print(f"  why: {escape(root.rule.explanation)}")
@@ -85,7 +85,7 @@ def _print_causes(console: Console, diagnosis: Diagnosis) -> None:
             console.print(f"    {_where(hit.rank, None)}: {hit.rule_id} at {_loc(hit)}")
     for cause in others:
         console.print(
-            f"Also seen: {escape(cause.rule.title)} [{cause.rule.id}] "
+            f"Also seen: {escape(f'{cause.rule.title} [{cause.rule.id}]')} "
             f"({_where(cause.rank, cause.node)}, {_loc(cause.evidence[0])})"
         )
     _print_unrecognised(console, diagnosis.unrecognised, "Earlier unrecognised error lines:")
