@@ -30,7 +30,7 @@ GENERIC_ERROR_ID = "unrecognised-error"
 RANK_CONTEXT_ID = "rank-context"
 
 # Lines that look like an error but match no rule: the "no known cause" evidence.
-GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault", "core dumped")
+GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = ("  rank      : [0-9]+ \\(local_rank",)
 
@@ -159,9 +159,10 @@ def longest_literal(pattern: str) -> str:
     return max(runs, key=len) if runs else ""
 
 
-# Rough frequency (per mille) of characters in training logs; rare first chars
-# make the key scan skip most positions.
-_COMMON = " 0123456789.:-_/=,'\"[]eatoinsrhldcumwfgypbvkTZxjqz"
+# How common a character is in training logs (lower: rarer). Keys start at the
+# rarest character of a literal, so the key scan stops at few positions.
+_COMMON = " 0123456789.:-_/=,'\"[]()TZ"
+_LOWER_BY_FREQUENCY = "etaoinshrdlcumwfgypbvkjxqz"
 _RARE_UPPER = "ABCDGHJKLMPQUVWXY"
 
 
@@ -169,9 +170,11 @@ def _commonness(char: str) -> int:
     if char in _RARE_UPPER:
         return 1
     if char in _COMMON:
-        return 100 - _COMMON.index(char)
+        return 100
     if char.isupper():
         return 10
+    if char in _LOWER_BY_FREQUENCY:
+        return 20 + len(_LOWER_BY_FREQUENCY) - _LOWER_BY_FREQUENCY.index(char)
     return 20
 
 
