@@ -1,0 +1,67 @@
+"""``distrun diagnose PATH... [--json]``: why did the job die?
+
+PATH is a run directory written by ``distrun launch``, any directory of logs,
+or log files (torchrun output, Slurm output, torchelastic ``error.json``).
+
+Output: the root cause, the failing rank and node, the evidence lines
+(file:line) and the fix, on stdout. ``--json`` (or ``DISTRUN_DIAGNOSE_JSON=1``)
+prints ``{"causes": [...], "unrecognised": [...], "failed_ranks": [...]}``
+instead, most likely cause first; ``causes`` is empty when nothing is
+recognised.
+
+Exit status:
+  0  a known cause was found, or nothing failed;
+  1  something failed (error lines or a non-zero rank exit) but no rule knows
+     it: the earliest error lines are printed instead of a guess;
+  2  bad input (a path that does not exist); one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from distrun.diagnose import diagnose, write_json, write_text
+
+EXIT_FOUND_OR_CLEAN = 0
+EXIT_UNKNOWN_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="distrun diagnose",
+        description="Find the root cause of a failed distributed run.",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="run directory, log directory or log file")
+    parser.add_argument("--json", action="store_true",
+                        help="machine-readable output (env: DISTRUN_DIAGNOSE_JSON=1)")
+    return parser
+
+
+def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
+    env = os.environ if environ is None else environ
+    args = build_parser().parse_args(argv)
+    for path in args.paths:
+        if not path.exists():
+            sys.stderr.write(
+                f"distrun diagnose: error: {path} does not exist; "
+                "fix: pass a run directory (runs/<time>-<name>/) or a log file that exists\n"
+            )
+            return EXIT_USAGE
+    result = diagnose(args.paths)
+    if args.json or env.get("DISTRUN_DIAGNOSE_JSON", "") in ("1", "true", "yes"):
+        write_json(result, sys.stdout)
+    else:
+        write_text(result, sys.stdout)
+    if result.causes or not result.failed:
+        return EXIT_FOUND_OR_CLEAN
+    return EXIT_UNKNOWN_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,208 @@
+"""What the engine reads: run directories, torchelastic error files, plain logs.
+
+A *run directory* is what ``distrun launch`` writes::
+
+    plan.json, events.jsonl, logs/rank-<R>.log, logs/launcher.log,
+    torchrun/<run_id>/attempt_<n>/<local_rank>/error.json
+
+Any other directory is searched for log files; any other file is a log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
+
+_RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_TIME = re.compile(
+    r"^\s*(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?\s+"
+    r"(?:(?:out|err)\s+)?"
+)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One file to scan; ``rank`` when the file belongs to one rank."""
+
+    path: Path
+    rank: int | None = None
+    is_launcher: bool = False
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """A ``rank_exited`` event."""
+
+    rank: int
+    exitcode: int
+    signal: str | None
+    time: float | None
+    line: int
+    text: str
+
+
+@dataclass
+class RunInfo:
+    """Facts about the run from plan.json and events.jsonl (empty for plain logs)."""
+
+    events_path: Path | None = None
+    nodes: dict[int, str] = field(default_factory=dict)  # rank -> host
+    local_ranks: dict[tuple[int, int], int] = field(default_factory=dict)  # (node, local) -> rank
+    exits: list[RankExit] = field(default_factory=list)
+    job_exitcode: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        bad_exit = any(e.exitcode != 0 for e in self.exits)
+        return bad_exit or bool(self.job_exitcode)
+
+
+def parse_time(text: str) -> tuple[float | None, str]:
+    """Split a leading ISO-8601 timestamp (and out/err tag) off a line: (epoch, rest)."""
+    found = _TIME.match(text)
+    if found is None:
+        return None, text
+    day, clock, frac, zone = found.groups()
+    fraction = (frac or "0")[:6].ljust(6, "0")
+    offset = "+00:00" if zone in (None, "Z") else zone
+    if len(offset) == 5:
+        offset = offset[:3] + ":" + offset[3:]
+    try:
+        stamp = datetime.fromisoformat(f"{day}T{clock}.{fraction}{offset}")
+    except ValueError:
+        return None, text
+    return stamp.timestamp(), text[found.end() :]
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "events.jsonl").is_file() or (path / "logs").is_dir())
+
+
+def rank_from_name(path: Path) -> int | None:
+    found = _RANK_FILE.search(path.name)
+    return int(found.group(1)) if found else None
+
+
+def log_files(path: Path) -> list[LogFile]:
+    """The files to scan under ``path`` (a run dir, any dir, or a file)."""
+    if path.is_file():
+        return [LogFile(path, rank_from_name(path), path.name.startswith("launcher"))]
+    if is_run_dir(path):
+        return _run_dir_files(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and _looks_like_log(p))
+    return [LogFile(p, rank_from_name(p), p.name.startswith("launcher")) for p in files]
+
+
+def _looks_like_log(path: Path) -> bool:
+    return path.suffix in LOG_SUFFIXES or path.name == "error.json"
+
+
+def _run_dir_files(run: Path) -> list[LogFile]:
+    files: list[LogFile] = []
+    for log in sorted((run / "logs").glob("*.log")):
+        launcher = log.name.startswith("launcher")
+        files.append(LogFile(log, None if launcher else rank_from_name(log), launcher))
+    files.extend(LogFile(p) for p in sorted(run.glob("torchrun/**/error.json")))
+    return files
+
+
+def read_run_info(paths: list[Path]) -> RunInfo:
+    """Merge plan.json and events.jsonl of every run directory given."""
+    info = RunInfo()
+    for path in paths:
+        if not is_run_dir(path):
+            continue
+        _read_plan(path / "plan.json", info)
+        _read_events(path / "events.jsonl", info)
+    return info
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _read_plan(path: Path, info: RunInfo) -> None:
+    plan = _load_json(path)
+    if not isinstance(plan, dict):
+        return
+    for node in plan.get("nodes") or []:
+        if not isinstance(node, dict):
+            continue
+        for local, rank in enumerate(node.get("ranks") or []):
+            info.nodes[int(rank)] = str(node.get("host", ""))
+            info.local_ranks[(int(node.get("node_rank", 0)), local)] = int(rank)
+
+
+def _read_events(path: Path, info: RunInfo) -> None:
+    if not path.is_file():
+        return
+    info.events_path = path
+    with path.open(encoding="utf-8", errors="replace") as stream:
+        for number, line in enumerate(stream, start=1):
+            _apply_event(_parse_event(line), number, line.rstrip("\n"), info)
+
+
+def _parse_event(line: str) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return {}
+    return event if isinstance(event, dict) else {}
+
+
+def _apply_event(event: dict[str, Any], number: int, text: str, info: RunInfo) -> None:
+    name = event.get("event")
+    when, _ = parse_time(str(event.get("time", "")) + " ")
+    if name == "workers_started":
+        for rank, where in (event.get("ranks") or {}).items():
+            info.nodes[int(rank)] = str(where.get("host", ""))
+            key = (int(where.get("node_rank", 0)), int(where.get("local_rank", 0)))
+            info.local_ranks[key] = int(rank)
+    elif name == "rank_exited" and event.get("rank") is not None:
+        code = int(event.get("exitcode") or 0)
+        exit_ = RankExit(int(event["rank"]), code, event.get("signal"), when, number, text)
+        info.exits.append(exit_)
+    elif name == "job_finished":
+        info.job_exitcode = int(event.get("exitcode") or 0)
+
+
+@dataclass(frozen=True)
+class ErrorFileText:
+    """The lines of a torchelastic error.json, with its rank and time."""
+
+    lines: list[str]
+    local_rank: int | None
+    time: float | None
+
+
+def read_error_file(path: Path) -> ErrorFileText:
+    """Flatten torchelastic's error.json (see torch's errors/error_handler.py)."""
+    data = _load_json(path)
+    local = int(path.parent.name) if path.parent.name.isdigit() else None
+    message = data.get("message") if isinstance(data, dict) else None
+    if isinstance(message, str):
+        return ErrorFileText(message.splitlines(), local, None)
+    if not isinstance(message, dict):
+        return ErrorFileText([], local, None)
+    extra = message.get("extraInfo") or {}
+    lines = str(message.get("message", "")).splitlines()
+    lines += str(extra.get("py_callstack", "")).splitlines()
+    stamp = str(extra.get("timestamp", ""))
+    # torchelastic stores whole seconds: the failure happened within that second.
+    when = int(stamp) + 0.999 if stamp.isdigit() else None
+    return ErrorFileText(lines, local, when)
+
+
+def iter_paths(paths: list[Path]) -> Iterator[LogFile]:
+    for path in paths:
+        yield from log_files(path)

@@ -1,0 +1,155 @@
+"""Engine behaviour on run directories: ordering across ranks, unknown errors, empty input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from distrun.diagnose import diagnose, to_json
+
+T0 = "2026-11-22T04:39:"
+
+
+def make_run(tmp: Path, ranks: dict[int, list[str]], events: list[dict[str, object]]) -> Path:
+    """A run directory in distrun launch's layout; lines are (seconds, text)."""
+    run = tmp / "run"
+    (run / "logs").mkdir(parents=True)
+    plan = {"world_size": len(ranks), "backend": "nccl",
+            "nodes": [{"node_rank": 0, "host": "gpu-a", "nproc": len(ranks),
+                       "ranks": sorted(ranks)}]}
+    (run / "plan.json").write_text(json.dumps(plan))
+    for rank, lines in ranks.items():
+        (run / "logs" / f"rank-{rank}.log").write_text("\n".join(lines) + "\n")
+    started = {"time": T0 + "00.000000Z", "event": "workers_started",
+               "ranks": {str(r): {"local_rank": r, "node_rank": 0, "host": "gpu-a"}
+                         for r in ranks}}
+    body = [started, *events]
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in body))
+    return run
+
+
+def line(second: int, text: str, stream: str = "err") -> str:
+    return f"{T0}{second:02d}.000000Z {stream} {text}"
+
+
+def test_oom_on_one_rank_is_root_cause_and_timeouts_are_consequences(tmp_path: Path) -> None:
+    timeout = ("[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+               "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600013 milliseconds")
+    run = make_run(tmp_path, {
+        0: [line(1, "step 10 loss 2.1", "out"), line(40, timeout.format(r=0))],
+        1: [line(1, "step 10 loss 2.1", "out"), line(20, "Traceback (most recent call last):"),
+            line(20, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")],
+        2: [line(39, timeout.format(r=2)), line(41, "RuntimeError: Connection closed by peer")],
+    }, [])
+    (run / "logs" / "launcher.log").write_text(
+        line(45, "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:") + "\n"
+        + line(45, "  error_file: <N/A>") + "\n")
+    result = to_json(diagnose([run]))
+    root = result["causes"][0]
+    assert root["id"] == "cuda-out-of-memory"
+    assert (root["rank"], root["node"]) == (1, "gpu-a")
+    assert root["evidence"][0]["file"].endswith("rank-1.log")
+    assert root["evidence"][0]["line"] == 3
+    consequences = {(c["rank"], c["id"]) for c in root["consequences"]}
+    assert (0, "collective-timeout") in consequences
+    assert (2, "peer-connection-closed") in consequences
+    assert len(result["causes"]) == 1
+
+
+def test_earliest_primary_wins_across_ranks(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {
+        0: [line(30, "torch.OutOfMemoryError: CUDA out of memory.")],
+        3: [line(10, "RuntimeError: CUDA error: invalid device ordinal")],
+    }, [])
+    causes = to_json(diagnose([run]))["causes"]
+    assert [(c["id"], c["rank"]) for c in causes] == [
+        ("cuda-invalid-device-ordinal", 3), ("cuda-out-of-memory", 0)]
+
+
+def test_sigkill_without_traceback_is_host_oom_on_that_rank(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {0: [line(1, "step 1", "out")], 1: [line(1, "step 1", "out")]}, [
+        {"time": T0 + "50.000000Z", "event": "rank_exited", "rank": 1, "exitcode": -9,
+         "signal": "SIGKILL", "error_file": None},
+        {"time": T0 + "51.000000Z", "event": "rank_exited", "rank": 0, "exitcode": -15,
+         "signal": "SIGTERM", "error_file": None},
+        {"time": T0 + "52.000000Z", "event": "job_finished", "exitcode": 1},
+    ])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["rank"], root["node"]) == ("host-oom-or-killed", 1, "gpu-a")
+    assert root["evidence"][0]["file"].endswith("events.jsonl")
+
+
+def test_sigkill_after_another_failure_is_not_the_cause(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {0: [line(5, "ValueError: bad shard index")], 1: []}, [
+        {"time": T0 + "06.000000Z", "event": "rank_exited", "rank": 0, "exitcode": 1,
+         "signal": None, "error_file": None},
+        {"time": T0 + "40.000000Z", "event": "rank_exited", "rank": 1, "exitcode": -9,
+         "signal": "SIGKILL", "error_file": None},
+    ])
+    result = to_json(diagnose([run]))
+    assert result["causes"] == []
+    assert result["unrecognised"][0]["rank"] == 0
+
+
+def test_unknown_error_gives_no_known_cause_with_earliest_lines(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {
+        0: [line(9, "RuntimeError: Connection closed by peer [10.0.0.2]:1234")],
+        1: [line(3, "Traceback (most recent call last):"),
+            line(3, "KeyError: 'labels' missing from batch")],
+    }, [{"time": T0 + "04.000000Z", "event": "rank_exited", "rank": 1, "exitcode": 1,
+         "signal": None, "error_file": None}])
+    result = to_json(diagnose([run]))
+    assert result["causes"] == []
+    first = result["unrecognised"][0]
+    assert (first["rank"], first["text"]) == (1, "KeyError: 'labels' missing from batch")
+    assert result["failed_ranks"] == [{"rank": 1, "exitcode": 1, "signal": None}]
+
+
+def test_error_json_is_read_with_its_rank(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {0: [], 1: []}, [])
+    error_dir = run / "torchrun" / "abc" / "attempt_0" / "1"
+    error_dir.mkdir(parents=True)
+    extra = {"py_callstack": "Traceback ...", "timestamp": "1795000000"}
+    message = {"message": {"message": "RuntimeError: CUDA error: invalid device ordinal",
+                           "extraInfo": extra}}
+    (error_dir / "error.json").write_text(json.dumps(message))
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-invalid-device-ordinal", 1)
+
+
+def test_empty_dir_gives_empty_causes(tmp_path: Path) -> None:
+    result = diagnose([tmp_path])
+    assert to_json(result) == {"causes": [], "unrecognised": [], "failed_ranks": []}
+    assert not result.failed
+
+
+def test_clean_run_has_no_causes(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {0: [line(1, "step 1 loss 2.0", "out")]}, [
+        {"time": T0 + "09.000000Z", "event": "rank_exited", "rank": 0, "exitcode": 0,
+         "signal": None, "error_file": None}])
+    assert not diagnose([run]).failed
+
+
+def test_plain_log_ranks_from_prefixes_and_position(tmp_path: Path) -> None:
+    log = tmp_path / "out.txt"
+    log.write_text("[rank2]: RuntimeError: CUDA error: invalid device ordinal\n"
+                   "[rank0]: RuntimeError: Default process group has not been initialized\n")
+    causes = to_json(diagnose([log]))["causes"]
+    assert [(c["id"], c["rank"]) for c in causes] == [
+        ("cuda-invalid-device-ordinal", 2), ("default-pg-not-initialized", 0)]
+
+
+def test_rank_from_file_name(tmp_path: Path) -> None:
+    (tmp_path / "worker_rank7.log").write_text("torch.OutOfMemoryError: CUDA out of memory.\n")
+    assert to_json(diagnose([tmp_path]))["causes"][0]["rank"] == 7
+
+
+def test_lines_split_across_chunks_are_found(tmp_path: Path, monkeypatch: object) -> None:
+    from distrun.diagnose import matcher
+
+    log = tmp_path / "big.log"
+    filler = "".join(f"step {i} loss 1.0\n" for i in range(5000))
+    log.write_text(filler + "RuntimeError: CUDA error: invalid device ordinal\n" + filler)
+    monkeypatch.setattr(matcher, "CHUNK_BYTES", 4096)  # type: ignore[attr-defined]
+    evidence = to_json(diagnose([log]))["causes"][0]["evidence"][0]
+    assert evidence["line"] == 5001
