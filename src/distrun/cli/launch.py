@@ -77,9 +77,19 @@ def start(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int, err: Console
     run.write_json("summary.json", summary)
     run.close()
     report(err, summary, run)
+    if outcome.status == "failed":
+        explain(run.path)
     if ns.json:
         print(json.dumps(summary, indent=2))
     return outcome.exitcode
+
+
+def explain(path: Path) -> None:
+    """The root cause, from the run directory, printed last (to stderr)."""
+    from distrun.diagnose import diagnose, write_text
+
+    print("\ndistrun diagnose:", file=sys.stderr)
+    write_text(diagnose([path]), sys.stderr)
 
 
 def echo_filter(ns: argparse.Namespace) -> Callable[[int, int], bool]:
