@@ -6,6 +6,7 @@ After an intended change: DISTRUN_UPDATE_GOLDEN=1 pytest tests/export, then revi
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,14 @@ def test_no_stray_golden_files() -> None:
     expected = {p for case in CASES for fmt in FORMATS for p in files_of(case, fmt)}
     found = {p for p in GOLDEN.rglob("*") if p.is_file()}
     assert found == expected
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_scripts_parse_in_their_shell(case: str) -> None:
+    """bash -n / sh -n: the scripts are valid shell, whatever the quoting produced."""
+    scripts = {**files_of(case, "slurm"), **files_of(case, "shell")}
+    for path, text in scripts.items():
+        shell = "bash" if path.suffix == ".sbatch" else "sh"
+        done = subprocess.run([shell, "-n"], input=text, capture_output=True, text=True,
+                              timeout=10, check=False)
+        assert done.returncode == 0, (path.name, done.stderr)

@@ -17,6 +17,9 @@ from distrun.plan.model import LaunchPlan
 SET_BY_SLURM = frozenset({"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                           "ZE_AFFINITY_MASK"})
 
+# Devices Slurm does not allocate as GPUs: no --gpus-per-node.
+NO_GRES = frozenset({"cpu", "apple"})
+
 _HEAD = """\
 # Rendezvous host: the first node of the allocation, by its NodeAddr (a node name need not resolve).
 head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
@@ -38,7 +41,7 @@ def directives(plan: LaunchPlan, options: ExportOptions) -> list[str]:
         ("job-name", options.job_name),
         ("nodes", plan.nnodes),
         ("ntasks-per-node", 1),
-        ("gpus-per-node", plan.nproc_per_node if plan.vendor != "cpu" else None),
+        ("gpus-per-node", None if plan.vendor in NO_GRES else plan.nproc_per_node),
         ("cpus-per-task", cpus_per_task(plan, options)),
         ("time", options.time),
         ("partition", options.partition),
