@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "launch": "preflight, then the job through torchrun, with a run directory",
     "demo": "a real small training run on whatever is here",
     "diagnose": "the root cause of a failed job, from its run directory or logs",
+    "export": "launch files for slurm, accelerate, deepspeed, k8s or shell, from one plan",
 }
 
 USAGE_TEXT = "usage: distrun COMMAND [ARGS...]\n\ncommands:\n" + "\n".join(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from distrun.plan.model import Finding, LaunchPlan
@@ -13,9 +14,10 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 def findings(console: Console, items: list[Finding]) -> None:
     for f in items:
         tag = "unknown" if f.status == "unknown" else f.severity
-        console.print(f"[{STYLE[f.severity]}]{tag:>7}[/] [{f.id}] {f.message}", highlight=False)
+        console.print(f"[{STYLE[f.severity]}]{tag:>7}[/] {escape(f'[{f.id}]')} {escape(f.message)}",
+                      highlight=False)
         if f.fix:
-            console.print(f"        fix: {f.fix}", highlight=False)
+            console.print(f"        fix: {escape(f.fix)}", highlight=False)
 
 
 def ranks_text(ranks: list[int]) -> str:

@@ -1,0 +1,155 @@
+"""``distrun export FORMAT [plan flags] [export flags] SCRIPT [ARGS]``: launch artefacts for
+other tools (slurm, accelerate, deepspeed, k8s, shell), all from one checked plan.
+
+Exit status 0; 2 for bad input; 3 when the plan has an error finding (nothing is written);
+1 when ``--submit`` could not hand the script to sbatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from rich.console import Console
+
+from distrun.checks.preflight import preflight
+from distrun.cli import exitcodes, render
+from distrun.cli.args import make_parser, to_request
+from distrun.errors import DistrunError, UsageError
+from distrun.export import FORMATS, ExportOptions, Rendered, slurm
+from distrun.export import render as render_export
+from distrun.export.options import default_job_name
+
+SUBMIT_TIMEOUT_S = 60
+_FLAGS: tuple[tuple[str, type, str], ...] = (
+    ("--output", str, "write here instead of stdout (shell: a folder, one script per node)"),
+    ("--job-name", str, "slurm/k8s job name (default: from the script name)"),
+    ("--time", str, "slurm: time limit, e.g. 02:00:00"),
+    ("--partition", str, "slurm: partition"),
+    ("--account", str, "slurm: account"),
+    ("--sbatch-output", str, "slurm: stdout path pattern (default %%x-%%j.out)"),
+    ("--sbatch-error", str, "slurm: stderr path pattern (default %%x-%%j.err)"),
+    ("--cpus-per-task", int, "slurm: cores per node task (default: threads x processes)"),
+    ("--image", str, "k8s: container image"),
+    ("--namespace", str, "k8s: namespace"),
+    ("--torchrun", str, "slurm/k8s/shell: the torchrun command on the nodes"),
+)
+
+
+def add_export_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    group = next(g for g in parser._action_groups if g.title == "distrun")
+    for flag, kind, text in _FLAGS:
+        action = group.add_argument(flag, type=kind, help=text)
+        var = "DISTRUN_" + action.dest.upper()
+        if var in env:
+            action.default = env[var] if kind is str else _int_from_env(var, env[var])
+    submit = group.add_argument("--submit", action="store_true",
+                                help="slurm: hand the script to sbatch, print the job id")
+    submit.default = env.get("DISTRUN_SUBMIT", "").lower() in ("1", "true", "yes", "on")
+
+
+def _int_from_env(var: str, raw: str) -> int:
+    if not raw.isdigit():
+        raise UsageError(f"{var}={raw!r} is not a number", "an integer",
+                         f"unset {var} or give it a number")
+    return int(raw)
+
+
+def options_from(ns: argparse.Namespace) -> ExportOptions:
+    given = {k: getattr(ns, k) for k in ("time", "partition", "account", "sbatch_output",
+                                         "sbatch_error", "cpus_per_task", "image", "namespace",
+                                         "torchrun") if getattr(ns, k) is not None}
+    return ExportOptions(job_name=ns.job_name or default_job_name(ns.training_script),
+                         machine_rank=ns.node_rank or 0, **given)
+
+
+USAGE = (f"usage: distrun export {{{','.join(FORMATS)}}} [plan flags] [export flags] SCRIPT "
+         "[ARGS]\n(the flags: 'distrun export slurm --help')")
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}", f"one of {', '.join(FORMATS)}",
+                         "run e.g. 'distrun export slurm --inventory 2x8xH100-80GB train.py'")
+    return fmt
+
+
+def write(rendered: Rendered, output: str | None) -> None:
+    if isinstance(rendered, str):
+        if output is None:
+            sys.stdout.write(rendered)
+        else:
+            Path(output).write_text(rendered)
+        return
+    if output is None:
+        for name, text in rendered.items():
+            sys.stdout.write(f"# ==> {name} <==\n{text}")
+        return
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in rendered.items():
+        path = folder / name
+        path.write_text(text)
+        path.chmod(0o755)
+
+
+def submit(script: str, env: Mapping[str, str]) -> str:
+    """``sbatch --parsable`` with the script on stdin; returns the job id."""
+    sbatch = shutil.which("sbatch", path=env.get("PATH"))
+    if sbatch is None:
+        raise DistrunError("sbatch is not on PATH", "a Slurm client on this machine",
+                           "run on a login node of the cluster, or drop --submit and copy the "
+                           "script there (--output FILE)")
+    try:
+        done = subprocess.run([sbatch, "--parsable"], input=script, capture_output=True,
+                              text=True, timeout=SUBMIT_TIMEOUT_S, check=False, env=dict(env))
+    except subprocess.TimeoutExpired:
+        raise DistrunError(f"sbatch did not answer within {SUBMIT_TIMEOUT_S} s",
+                           "a reachable slurmctld", "check 'sinfo' and the controller") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise DistrunError(f"sbatch refused the script (exit {done.returncode}): {tail}",
+                           "a job the cluster accepts",
+                           "fix the partition/account/time (see 'sinfo'), or --output FILE "
+                           "and submit by hand")
+    return done.stdout.strip().split(";")[0]
+
+
+def main(argv: list[str]) -> int:
+    env = os.environ
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return exitcodes.OK if argv else exitcodes.USAGE
+    fmt = check_format(argv[0])
+    parser = make_parser(f"distrun export {fmt}", env, need_torch=False)
+    add_export_flags(parser, env)
+    ns = parser.parse_args(argv[1:])
+    if ns.submit and fmt != "slurm":
+        raise UsageError(f"--submit with format {fmt!r}", "--submit only with 'slurm'",
+                         "drop --submit")
+    options = options_from(ns)
+    plan = preflight(to_request(parser, ns), ns.inventory, env)
+    if plan.errors:
+        render.findings(Console(stderr=True), plan.findings)
+        print(f"distrun export: not written: the plan has {len(plan.errors)} error(s)",
+              file=sys.stderr)
+        return exitcodes.PREFLIGHT
+    if not ns.submit:
+        write(render_export(fmt, plan, options), ns.output)
+        return exitcodes.OK
+    script = slurm.render(plan, options)
+    if ns.output:
+        write(script, ns.output)
+    job_id = submit(script, env)
+    print(job_id)
+    print(f"distrun export: submitted batch job {job_id}", file=sys.stderr)
+    return exitcodes.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

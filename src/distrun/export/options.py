@@ -1,0 +1,63 @@
+"""What an export needs beyond the plan: scheduler fields the plan cannot know."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from distrun.errors import UsageError
+
+# Slurm's --time forms: MIN, MIN:SEC, H:M:S, D-H, D-H:M, D-H:M:S (see sbatch(1)).
+_SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$")
+# Kubernetes object names: RFC 1123 labels (lower-case alphanumerics and '-').
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Fields a format may use; each renderer reads only its own."""
+
+    job_name: str = "distrun"
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    sbatch_output: str = "%x-%j.out"
+    sbatch_error: str = "%x-%j.err"
+    cpus_per_task: int | None = None
+    machine_rank: int = 0
+    image: str = "pytorch/pytorch:latest"
+    namespace: str | None = None
+    torchrun: str = "torchrun"
+
+    def __post_init__(self) -> None:
+        for name in ("job_name", "time", "partition", "account", "sbatch_output",
+                     "sbatch_error", "image", "namespace", "torchrun"):
+            value = getattr(self, name)
+            if value is not None and (not value or any(c in value for c in "\n\r\t\0")):
+                flag = "--" + name.replace("_", "-")
+                raise UsageError(f"{flag} {value!r} is empty or has a control character",
+                                 "one line of text", f"pass a plain value to {flag}")
+        if self.time is not None and not _SLURM_TIME.match(self.time):
+            raise UsageError(f"--time {self.time!r} is not a Slurm time limit",
+                             "MINUTES, HH:MM:SS or D-HH:MM:SS", "pass e.g. --time 02:00:00")
+        if self.cpus_per_task is not None and self.cpus_per_task < 1:
+            raise UsageError(f"--cpus-per-task {self.cpus_per_task} is below 1", "at least 1",
+                             "pass e.g. --cpus-per-task 8")
+        if self.machine_rank < 0:
+            raise UsageError(f"--node-rank {self.machine_rank} is negative", "0 or more",
+                             "pass e.g. --node-rank 0")
+
+
+def check_k8s_name(value: str, flag: str) -> str:
+    if not _K8S_NAME.match(value):
+        raise UsageError(f"{flag} {value!r} is not a Kubernetes object name",
+                         "lower-case letters, digits and '-' (at most 63), alphanumeric ends",
+                         f"pass e.g. {flag} {default_job_name(value)}")
+    return value
+
+
+def default_job_name(text: str | None) -> str:
+    """A name valid for Slurm and Kubernetes from a script path: ``train_gpt.py`` -> train-gpt."""
+    stem = (text or "distrun").rsplit("/", 1)[-1].removesuffix(".py")
+    name = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:63].strip("-")
+    return name or "distrun"

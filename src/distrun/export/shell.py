@@ -1,0 +1,34 @@
+"""``distrun export shell``: one POSIX sh script per node, each ending in that node's torchrun."""
+
+from __future__ import annotations
+
+import shlex
+
+from distrun.export.common import ranks_text, strip_env, summary
+from distrun.export.options import ExportOptions
+from distrun.plan.model import LaunchPlan, NodePlan
+
+
+def script(plan: LaunchPlan, node: NodePlan, command: str, options: ExportOptions) -> str:
+    env = {**plan.env, **node.env}
+    torchrun = strip_env(command, node.env)
+    if options.torchrun != "torchrun" and torchrun.startswith("torchrun "):
+        torchrun = shlex.quote(options.torchrun) + torchrun[len("torchrun"):]
+    lines = [
+        "#!/bin/sh",
+        f"# Made by 'distrun export shell': {summary(plan)}.",
+        f"# Node {node.node_rank} of {plan.nnodes} ({node.host}): ranks {ranks_text(node)}. "
+        "Run it there; start every node's script.",
+        "set -eu",
+        *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
+        f"exec {torchrun}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render(plan: LaunchPlan, options: ExportOptions) -> dict[str, str]:
+    """``{"node-0.sh": text, ...}``, one per node of the plan."""
+    return {f"node-{n.node_rank}.sh": script(plan, n, cmd, options)
+            for n, cmd in zip(plan.nodes, plan.commands, strict=True)}
+

@@ -1,0 +1,81 @@
+"""``distrun export slurm``: an sbatch script, one task per node, each running one torchrun agent.
+
+The agents meet (c10d rendezvous) at the first node of ``$SLURM_JOB_NODELIST``, addressed by
+its ``NodeAddr`` from ``scontrol show node``: a node *name* need not resolve on every site.
+The rendezvous id is the job id, so two jobs never join each other.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from distrun.export.common import quote_all, rdzv_port, summary, worker_args
+from distrun.export.options import ExportOptions
+from distrun.plan.model import LaunchPlan
+
+# Slurm's gres/gpu plugin sets these for the devices it allocates; the script leaves them alone.
+SET_BY_SLURM = frozenset({"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                          "ZE_AFFINITY_MASK"})
+
+# Devices Slurm does not allocate as GPUs: no --gpus-per-node.
+NO_GRES = frozenset({"cpu", "apple"})
+
+_HEAD = """\
+# Rendezvous host: the first node of the allocation, by its NodeAddr (a node name need not resolve).
+head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
+head_addr=$(scontrol show node "$head_node" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')
+head_addr=${head_addr:-$head_node}
+"""
+
+
+def cpus_per_task(plan: LaunchPlan, options: ExportOptions) -> int:
+    """Asked for, else the plan's threads x processes, else one core per process."""
+    if options.cpus_per_task is not None:
+        return options.cpus_per_task
+    threads = plan.env.get("OMP_NUM_THREADS", "")
+    return int(threads) * plan.nproc_per_node if threads.isdigit() else plan.nproc_per_node
+
+
+def directives(plan: LaunchPlan, options: ExportOptions) -> list[str]:
+    pairs: list[tuple[str, str | int | None]] = [
+        ("job-name", options.job_name),
+        ("nodes", plan.nnodes),
+        ("ntasks-per-node", 1),
+        ("gpus-per-node", None if plan.vendor in NO_GRES else plan.nproc_per_node),
+        ("cpus-per-task", cpus_per_task(plan, options)),
+        ("time", options.time),
+        ("partition", options.partition),
+        ("account", options.account),
+        ("output", options.sbatch_output),
+        ("error", options.sbatch_error),
+    ]
+    return [f"#SBATCH --{k}={shlex.quote(str(v))}" for k, v in pairs if v is not None]
+
+
+def exports(plan: LaunchPlan) -> list[str]:
+    env = {**plan.env, **plan.nodes[0].env}
+    return [f"export {k}={shlex.quote(v)}" for k, v in env.items() if k not in SET_BY_SLURM]
+
+
+def torchrun_line(plan: LaunchPlan, options: ExportOptions) -> str:
+    tail = quote_all(worker_args(plan))
+    if plan.nnodes == 1:
+        return f"{shlex.quote(options.torchrun)} --standalone {tail}"
+    endpoint = f'"$head_addr:{rdzv_port(plan)}"'
+    return (f"{shlex.quote(options.torchrun)} --nnodes {plan.nnodes} --rdzv-backend c10d "
+            f'--rdzv-endpoint {endpoint} --rdzv-id "$SLURM_JOB_ID" {tail}')
+
+
+def render(plan: LaunchPlan, options: ExportOptions) -> str:
+    lines = ["#!/bin/bash",
+             f"# Made by 'distrun export slurm': {summary(plan)}.",
+             "# One task per node runs one torchrun agent. Submit with: sbatch THIS_FILE",
+             *directives(plan, options),
+             "set -eu", ""]
+    env_lines = exports(plan)
+    lines += [*env_lines, ""] if env_lines else []
+    lines += [_HEAD] if plan.nnodes > 1 else []
+    srun = (f"srun --nodes={plan.nnodes} --ntasks={plan.nnodes} --ntasks-per-node=1 "
+            f"--cpus-per-task={cpus_per_task(plan, options)} --kill-on-bad-exit=1")
+    lines += [f"{srun} \\", f"  {torchrun_line(plan, options)}", ""]
+    return "\n".join(lines)
