@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,9 +20,11 @@ from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
 from distrun.cli.args import make_parser, parse, to_request
 from distrun.errors import UsageError
+from distrun.launch import fanout, multinode
 from distrun.launch.launcher import Outcome, launch
 from distrun.launch.rundir import RunDir, default_path, redact
-from distrun.plan.model import LaunchPlan
+from distrun.plan.allocation import from_slurm
+from distrun.plan.model import LaunchPlan, Request
 
 
 def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -32,6 +35,7 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", default=env.get("DISTRUN_FORCE") == "1",
                    help="launch even when preflight finds an error")
     g.add_argument("--dry-run", action="store_true", help="print the checked plan, start nothing")
+    multinode.add_flags(g, env)
     return p
 
 
@@ -51,8 +55,14 @@ def main(argv: list[str]) -> int:
                          fix="use 'distrun plan --inventory ...' to plan for other machines")
     check_script(ns)
     req = to_request(p, ns)
-    plan = preflight(req, None, env)
+    if ns.hostfile:
+        return fan_out(ns, argv, req)
     err = Console(stderr=True, soft_wrap=True)
+    req, note = from_slurm(req, env)
+    if note:
+        err.print(f"distrun: {note}", highlight=False, markup=False)
+    plan = preflight(req, None, env)
+    plan, ns, net = multinode.network(plan, ns, env)
     if ns.dry_run:
         render.plan(Console(soft_wrap=True), plan)
         return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
@@ -61,7 +71,21 @@ def main(argv: list[str]) -> int:
         err.print("distrun launch: refusing to start: preflight found errors "
                   "(fix them, or pass --force)", highlight=False)
         return exitcodes.PREFLIGHT
+    plan, stop = multinode.sync(plan, ns, req.node_rank, net, err)
+    if stop is not None:
+        return stop
     return start(plan, ns, req.node_rank or 0, err)
+
+
+def fan_out(ns: argparse.Namespace, argv: list[str], req: Request) -> int:
+    """--hostfile: one distrun launch per host over ssh (--dry-run: print the commands)."""
+    hosts = fanout.read_hostfile(ns.hostfile)
+    script_at = len(argv) - len(ns.training_script_args) - 1
+    commands = fanout.node_commands(argv, script_at, req, hosts, os.getcwd())
+    if ns.dry_run:
+        print("\n".join(shlex.join(c) for c in commands))
+        return exitcodes.OK
+    return fanout.run_all(commands, hosts)
 
 
 def start(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int, err: Console) -> int:

@@ -50,6 +50,9 @@ def torchrun_args(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int) -> a
     if plan.rdzv_backend == "static":
         out.master_addr, out.master_port, out.rdzv_endpoint = (
             plan.master_addr, plan.master_port, "")
+        # the store key prefix: it must be the same on every node (torchrun's default "none");
+        # left empty, elastic_launch makes a random one per node and multi-node static hangs
+        out.rdzv_id = ns.rdzv_id or "none"
     else:
         out.rdzv_endpoint = plan.rdzv_endpoint
         out.master_port = plan.master_port or None

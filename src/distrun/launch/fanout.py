@@ -1,0 +1,143 @@
+"""``distrun launch --hostfile hosts.txt``: one ``distrun launch`` per host, started over ssh.
+
+The hostfile has DeepSpeed's format: ``host slots=N`` per line, ``#`` comments. Host k runs
+``distrun launch --nnodes N --node-rank k --master-addr <first host> --master-port P
+[--nproc-per-node slots] <the rest of your command>`` in the same directory, with the same
+Python. ``--dry-run`` prints those ssh commands (shlex-quoted) and starts nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from distrun.errors import UsageError
+from distrun.plan.model import Request
+from distrun.plan.planner import DEFAULT_MASTER_PORT
+
+# -tt: the remote command gets a terminal, so it is hung up (SIGHUP) when the ssh ends
+SSH = ("ssh", "-tt", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new")
+OWN_FLAGS = {"--hostfile": 1, "--dry-run": 0}
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    slots: int | None
+
+
+def parse_hostfile(text: str, path: str) -> list[Host]:
+    hosts: list[Host] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, *rest = line.split()
+        slots = None
+        for item in rest:
+            key, _, value = item.partition("=")
+            if key != "slots" or not value.isdigit() or int(value) < 1:
+                raise UsageError(f"{path}:{n}: {raw.strip()!r} is not 'host slots=N'",
+                                 fix="write one 'hostname slots=N' per line (N >= 1)")
+            slots = int(value)
+        hosts.append(Host(name, slots))
+    if not hosts:
+        raise UsageError(f"hostfile {path} names no host", fix="write one 'hostname slots=N' "
+                         "per line")
+    return hosts
+
+
+def read_hostfile(path: str) -> list[Host]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read hostfile {path!r}: {exc.strerror}",
+                         fix="pass the path of a file with 'host slots=N' lines") from None
+    return parse_hostfile(text, path)
+
+
+def strip_own(flags: Sequence[str]) -> list[str]:
+    """The launcher flags minus --hostfile/--dry-run (in any spelling argparse accepts)."""
+    out: list[str] = []
+    skip = 0
+    for arg in flags:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in OWN_FLAGS:
+            skip = OWN_FLAGS[name] if "=" not in arg else 0
+            continue
+        out.append(arg)
+    return out
+
+
+def check_request(req: Request, hosts: Sequence[Host]) -> None:
+    given = [flag for flag, value in (("--nnodes", req.nnodes), ("--node-rank", req.node_rank),
+                                      ("--rdzv-endpoint", req.rdzv_endpoint),
+                                      ("--standalone", req.standalone or None))
+             if value is not None]
+    if given:
+        raise UsageError(f"--hostfile sets the topology, but {', '.join(given)} was given too",
+                         fix=f"drop {', '.join(given)}: the hostfile's {len(hosts)} hosts are "
+                             "the nodes, the first one is the master")
+    slots = {h.slots for h in hosts if h.slots is not None}
+    if len(slots) > 1 and req.nproc_per_node is None:
+        raise UsageError(f"the hostfile gives different slots per host ({sorted(slots)})",
+                         fix="give every host the same slots=N, or pass --nproc-per-node")
+
+
+def node_commands(argv: Sequence[str], script_at: int, req: Request, hosts: Sequence[Host],
+                  cwd: str, *, python: str = sys.executable) -> list[list[str]]:
+    """One ssh argv per host; ``argv[script_at]`` is the training script."""
+    check_request(req, hosts)
+    flags, rest = strip_own(argv[:script_at]), list(argv[script_at:])
+    master = req.master_addr or hosts[0].name
+    port = req.master_port if req.master_port is not None else DEFAULT_MASTER_PORT
+    out = []
+    for k, host in enumerate(hosts):
+        topo = ["--nnodes", str(len(hosts)), "--node-rank", str(k)]
+        if req.master_addr is None:
+            topo += ["--master-addr", master]
+        if req.master_port is None:
+            topo += ["--master-port", str(port)]
+        if host.slots is not None and req.nproc_per_node is None:
+            topo += ["--nproc-per-node", str(host.slots)]
+        remote = [python, "-m", "distrun.cli.main", "launch", *topo, *flags, *rest]
+        line = f"cd {shlex.quote(cwd)} && {shlex.join(remote)}"
+        out.append([*SSH, host.name, line])
+    return out
+
+
+def _relay(stream: IO[str], prefix: str, sink: IO[str]) -> None:
+    for line in stream:
+        sink.write(prefix + line.replace("\r", ""))
+        sink.flush()
+
+
+def run_all(commands: Sequence[list[str]], hosts: Sequence[Host]) -> int:
+    """Start every node's ssh, relay output with a host prefix, return the first failure."""
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              stdin=subprocess.DEVNULL) for cmd in commands]
+    relays = [threading.Thread(target=_relay, args=(p.stdout, f"[{h.name}] ", sys.stdout),
+                               daemon=True) for p, h in zip(procs, hosts, strict=True)]
+    for t in relays:
+        t.start()
+    codes = []
+    try:
+        codes = [p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()  # the remote side is hung up (-tt)
+        for p in procs:
+            p.wait()
+    for t in relays:
+        t.join(timeout=2)
+    return next((c for c in codes if c != 0), 0)
