@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -88,8 +89,15 @@ def fan_out(ns: argparse.Namespace, argv: list[str], req: Request) -> int:
     return fanout.run_all(commands, hosts)
 
 
+def node_suffix(plan: LaunchPlan, node_rank: int) -> str:
+    """Several nodes: the node rank (static rendezvous) or the host name (c10d decides ranks)."""
+    if plan.nnodes == 1:
+        return ""
+    return f"-node{node_rank}" if plan.rdzv_backend == "static" else f"-{socket.gethostname()}"
+
+
 def start(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int, err: Console) -> int:
-    name = Path(ns.training_script).stem + (f"-node{node_rank}" if plan.nnodes > 1 else "")
+    name = Path(ns.training_script).stem + node_suffix(plan, node_rank)
     run = RunDir(Path(ns.run_dir) if ns.run_dir else default_path(name))
     run.write_json("plan.json", plan.model_dump())
     run.write_json("env.json", redact(os.environ))
