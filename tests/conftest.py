@@ -22,7 +22,8 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONUNBUFFERED"] = "1"
     if env.get("PYTHONPATH"):  # tests run in other folders: a relative entry would miss
-        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+        entries = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in entries if p)
     env.update(extra or {})
     return env
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import shlex
+import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
