@@ -42,7 +42,9 @@ class MPI(ClusterEnvironment):
             world_size=world,
             local_rank=local_rank,
             local_world_size=local_size,
-            node_rank=self.integer("OMPI_COMM_WORLD_NODE_RANK", node_rank),
+            # not OMPI_COMM_WORLD_NODE_RANK: that is the process's rank on its node (like the
+            # local rank, counted across jobs), not the node's index
+            node_rank=node_rank,
             nnodes=nnodes,
             master_addr=self.env.get("MASTER_ADDR", "127.0.0.1" if nnodes == 1 else None),
             master_port=self.optional_int("MASTER_PORT"),

@@ -3,12 +3,16 @@
     ctx = distrun.init()
     model = model.to(ctx.device)
     if ctx.is_main: ...
+
+Nothing heavy is imported before ``init()`` runs: torch (or jax) is imported inside it.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
+import pickle
 import socket
 import sys
 import warnings
@@ -18,14 +22,15 @@ from typing import Any, TypeVar
 
 from distrun import cluster
 from distrun.cluster.base import RankFacts
-from distrun.runtime import checks, device
+from distrun.runtime import checks, device, logs
 from distrun.runtime.errors import InitError
 from distrun.runtime.heartbeat import Heartbeat
 
 T = TypeVar("T")
-BACKENDS = {"cuda": "nccl", "xpu": "xccl", "npu": "hccl", "gcu": "eccl", "mlu": "cncl"}
 DEFAULT_TIMEOUT_S = 600.0
+FRAMEWORKS = ("torch", "jax")
 _CURRENT: list[Context] = []
+_OWNS_GROUP: list[bool] = []
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class Context:
     device: str
     backend: str | None
     environment: str
+    framework: str = "torch"
+    log_path: str | None = field(default=None, repr=False)
     heartbeat: Heartbeat | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -49,42 +56,54 @@ class Context:
     def distributed(self) -> bool:
         return self.world_size > 1
 
+    @property
+    def logger(self) -> logging.Logger:
+        """A logger: the main rank's records to stderr, other ranks' to their own log."""
+        return logs.rank_logger(self.rank, self.log_path)
+
     def print(self, *args: Any, all_ranks: bool = False, **kwargs: Any) -> None:
         """print() on the main rank only (every rank with ``all_ranks=True``)."""
         if self.is_main or all_ranks:
             print(*args, **kwargs, flush=True)
 
     def barrier(self) -> None:
-        if self.distributed:
-            import torch.distributed as dist
+        if not self.distributed:
+            return
+        if self.framework == "jax":
+            from distrun.runtime import jax as jax_runtime
 
-            dist.barrier()
+            jax_runtime.barrier("distrun.barrier")
+            return
+        import torch.distributed as dist
+
+        dist.barrier()
 
     def save(self, obj: Any, path: str | os.PathLike[str]) -> None:
-        """Write a checkpoint atomically on the main rank; every rank waits until it exists."""
-        if self.is_main:
-            import torch
+        """Write a checkpoint atomically on the main rank; every rank waits until it exists.
 
-            target = os.fspath(path)
-            tmp = f"{target}.tmp-{os.getpid()}"
-            torch.save(obj, tmp)
-            os.replace(tmp, target)
+        torch.save for torch, pickle for jax; written to a temporary file in the same folder,
+        flushed to disk, then renamed over ``path``, so a reader never sees half a file.
+        """
+        if self.is_main:
+            _write_atomically(obj, os.fspath(path), self.framework)
         self.barrier()
 
-    def sampler(self, dataset: Any, shuffle: bool = True, seed: int = 0) -> Any:
+    def sampler(self, dataset: Any, shuffle: bool = True, seed: int = 0,
+                drop_last: bool = False) -> Any:
+        """A DistributedSampler for this rank (call ``set_epoch`` on it every epoch)."""
         from torch.utils.data import DistributedSampler
 
         return DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank,
-                                  shuffle=shuffle, seed=seed)
+                                  shuffle=shuffle, seed=seed, drop_last=drop_last)
 
     def batch_size(self, global_batch_size: int) -> int:
         """The per-process batch size for a global one; an error when it does not divide."""
-        if global_batch_size % self.world_size:
+        if global_batch_size < 1 or global_batch_size % self.world_size:
             lower = global_batch_size // self.world_size * self.world_size
             raise ValueError(
                 f"global batch size {global_batch_size} does not divide into {self.world_size} "
                 f"processes; use a multiple of {self.world_size}, e.g. "
-                f"{lower or self.world_size} or {lower + self.world_size}")
+                f"{lower or self.world_size} or {max(lower, 0) + self.world_size}")
         return global_batch_size // self.world_size
 
     def step(self, step: int, **metrics: float) -> None:
@@ -93,7 +112,7 @@ class Context:
             self.heartbeat.beat(step, metrics)
 
     def progress(self, items: Iterable[T], total: int | None = None, desc: str = "") -> Iterator[T]:
-        """A progress bar on the main rank; the plain iterable elsewhere."""
+        """A progress bar on the main rank (on a terminal); the plain iterable elsewhere."""
         if not self.is_main or not sys.stderr.isatty():
             yield from items
             return
@@ -110,87 +129,175 @@ class Context:
 
 def init(backend: str | None = None, timeout_s: float | None = None, framework: str = "torch",
          env: Mapping[str, str] | None = None) -> Context:
-    """Join the job this process was started in, bound to its own device."""
-    env = os.environ if env is None else env
-    facts = cluster.detect(env).facts()
-    if framework == "jax":
-        from distrun.runtime.jax import init_jax
+    """Join the job this process was started in, bound to its own device.
 
-        return init_jax(facts)
+    ``backend``: the collective backend (default: DISTRUN_BACKEND, else the vendor's);
+    ``timeout_s``: the process-group timeout (default: DISTRUN_PG_TIMEOUT, else 600 s);
+    ``framework``: "torch" or "jax"; ``env``: the environment to read (default os.environ).
+    A second call returns the context of the first.
+    """
+    if _CURRENT:
+        return _CURRENT[-1]
+    env = os.environ if env is None else env
+    if framework not in FRAMEWORKS:
+        raise InitError(f"framework {framework!r} is not supported",
+                        f"one of {', '.join(FRAMEWORKS)}", "pass framework='torch' or 'jax'")
+    facts = cluster.detect(env).facts()
+    timeout = _timeout(timeout_s, env)
+    if framework == "jax":
+        return _init_jax(facts, env, timeout)
+    return _init_torch(facts, env, backend or env.get("DISTRUN_BACKEND") or None, timeout)
+
+
+def _init_torch(facts: RankFacts, env: Mapping[str, str], backend: str | None,
+                timeout_s: float) -> Context:
     device_type = device.detect_type(env)
-    count = device.device_count(device_type)
+    count = device.device_count(device_type, env)
     checks.local_rank_fits(facts, device_type, count, env)
+    chosen = device.choose_backend(device_type, backend) if facts.world_size > 1 or backend \
+        else None
     name = device.bind(device_type, facts.local_rank)
     if facts.world_size == 1:
-        _warn_idle(count, device_type)
-        return _remember(Context(0, 0, 1, 0, name, None, facts.environment,
-                                 Heartbeat.from_env(env, 0)))
-    chosen = backend or env.get("DISTRUN_BACKEND") or BACKENDS.get(device_type, "gloo")
-    checks.backend_available(chosen)
-    _init_group(facts, chosen, timeout_s or float(env.get("DISTRUN_PG_TIMEOUT", DEFAULT_TIMEOUT_S)))
-    checks.distinct_devices(_gather_bindings(name))
+        if facts.environment == "single":
+            _warn_idle(count, device_type)
+        return _start(facts, name, chosen, env, "torch")
+    _init_group(facts, chosen or "gloo", timeout_s)
+    if device_type not in device.UNBOUND:
+        _check_bindings(facts, name)
+    return _start(facts, name, chosen, env, "torch")
+
+
+def _init_jax(facts: RankFacts, env: Mapping[str, str], timeout_s: float) -> Context:
+    from distrun.runtime import jax as jax_runtime
+
+    device_type = env.get("DISTRUN_DEVICE_TYPE") or (
+        "cuda" if device._nvml_count() > 0 else "cpu")
+    name = jax_runtime.initialize(facts, env, device_type, timeout_s)
+    return _start(facts, name, "jax", env, "jax")
+
+
+def _start(facts: RankFacts, name: str, backend: str | None, env: Mapping[str, str],
+           framework: str) -> Context:
     hb = Heartbeat.from_env(env, facts.rank)
-    ctx = Context(facts.rank, facts.local_rank, facts.world_size, facts.node_rank, name, chosen,
-                  facts.environment, hb)
+    ctx = Context(facts.rank, facts.local_rank, facts.world_size, facts.node_rank, name,
+                  backend, facts.environment, framework, logs.log_path(facts.rank, env), hb)
     if hb is not None:
         hb.joined(ctx.device, ctx.local_rank, ctx.node_rank)
-    return _remember(ctx)
+    _CURRENT.append(ctx)
+    return ctx
+
+
+def _timeout(timeout_s: float | None, env: Mapping[str, str]) -> float:
+    if timeout_s is not None:
+        return float(timeout_s)
+    raw = env.get("DISTRUN_PG_TIMEOUT")
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        return float(raw)
+    except ValueError:
+        raise InitError(f"DISTRUN_PG_TIMEOUT={raw!r} is not a number of seconds",
+                        "seconds, e.g. 600", "set DISTRUN_PG_TIMEOUT=600 or unset it") from None
 
 
 def _init_group(facts: RankFacts, backend: str, timeout_s: float) -> None:
     import torch.distributed as dist
 
-    if dist.is_initialized():
+    if dist.is_initialized():  # a framework made it already: use it, leave it to the framework
         return
-    init_method = _init_method(facts)
-    dist.init_process_group(backend, init_method=init_method, rank=facts.rank,
+    dist.init_process_group(backend, init_method=init_method(facts), rank=facts.rank,
                             world_size=facts.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
+    _OWNS_GROUP.append(True)
 
 
-def _init_method(facts: RankFacts) -> str:
-    """env:// where the launcher exported MASTER_* (torchrun's agent store is reused then)."""
+def init_method(facts: RankFacts) -> str:
+    """tcp://MASTER_ADDR:MASTER_PORT from the launcher's facts (not re-read from os.environ).
+
+    Under torchrun torch reuses its agent's store (TORCHELASTIC_USE_AGENT_STORE) for tcp://
+    as for env://, so rank 0 does not try to listen on the agent's port.
+    """
     if not facts.master_addr or not facts.master_port:
         raise InitError(
             f"{facts.environment}: no master address/port for rank {facts.rank} of "
-            f"{facts.world_size} (MASTER_ADDR={facts.master_addr}, MASTER_PORT={facts.master_port})",
+            f"{facts.world_size} (MASTER_ADDR={facts.master_addr}, "
+            f"MASTER_PORT={facts.master_port})",
             "MASTER_ADDR and MASTER_PORT in every process's environment",
             "export MASTER_ADDR=<host of rank 0> MASTER_PORT=<free port> (with mpirun: "
             "-x MASTER_ADDR -x MASTER_PORT), or start with distrun launch",
         )
-    if facts.environment in ("torchelastic", "manual", "kubeflow"):
-        return "env://"
-    return f"tcp://{facts.master_addr}:{facts.master_port}"
+    host = f"[{facts.master_addr}]" if ":" in facts.master_addr else facts.master_addr
+    return f"tcp://{host}:{facts.master_port}"
 
 
-def _gather_bindings(device_name: str) -> list[tuple[str, str]]:
+def _check_bindings(facts: RankFacts, name: str) -> None:
+    """Two ranks of one host on one device: found through the store, before any collective.
+
+    Each rank claims ``<host>/<device>`` with compare_set; the second claimant records the
+    conflict; all ranks wait until every rank has claimed, then all raise the same error.
+    """
     import torch.distributed as dist
 
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, (socket.gethostname(), device_name))
-    return [tuple(x) for x in out]
+    store = dist.distributed_c10d._get_default_store()
+    host = socket.gethostname()
+    owner = store.compare_set(f"distrun/device/{host}/{name}", "", str(facts.rank)).decode()
+    if owner != str(facts.rank):
+        store.set("distrun/device-conflict", f"{owner}\t{facts.rank}\t{host}\t{name}")
+    if store.add("distrun/device-claims", 1) == facts.world_size:
+        store.set("distrun/device-claims-done", "1")
+    store.wait(["distrun/device-claims-done"])
+    if store.check(["distrun/device-conflict"]):
+        first, second, on_host, dev = store.get("distrun/device-conflict").decode().split("\t")
+        low, high = sorted((int(first), int(second)))
+        raise checks.shared_device(low, high, on_host, dev)
 
 
 def _warn_idle(count: int, device_type: str) -> None:
     if count > 1:
-        warnings.warn(f"{count} {device_type} devices visible, 1 process: start with "
-                      f"`distrun launch` to use all {count}", stacklevel=3)
+        warnings.warn(f"{count} devices visible ({device_type}), 1 process: start with "
+                      f"`distrun launch` to use all {count}", stacklevel=4)
 
 
-def _remember(ctx: Context) -> Context:
-    _CURRENT.append(ctx)
-    return ctx
+def _write_atomically(obj: Any, target: str, framework: str) -> None:
+    folder = os.path.dirname(os.path.abspath(target))
+    tmp = os.path.join(folder, f".{os.path.basename(target)}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            if framework == "torch":
+                import torch
+
+                torch.save(obj, fh)
+            else:
+                pickle.dump(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def current() -> Context | None:
+    """The context of this process's init(), or None before it."""
+    return _CURRENT[-1] if _CURRENT else None
 
 
 def shutdown() -> None:
-    """Leave the process group (if any) and close the heartbeat."""
+    """Leave the job: the process group distrun made (if any), JAX's client, the heartbeat."""
+    framework = _CURRENT[-1].framework if _CURRENT else "torch"
     while _CURRENT:
         ctx = _CURRENT.pop()
         if ctx.heartbeat is not None:
             ctx.heartbeat.close()
-    try:
-        import torch.distributed as dist
-    except ImportError:
+    if framework == "jax":
+        from distrun.runtime import jax as jax_runtime
+
+        jax_runtime.shutdown()
         return
+    if not _OWNS_GROUP or "torch" not in sys.modules:
+        return
+    _OWNS_GROUP.clear()
+    import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
