@@ -18,6 +18,7 @@ from rich.console import Console
 from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
 from distrun.cli.args import make_parser, to_request
+from distrun.cli.watchflags import add_watch_flags
 from distrun.errors import UsageError
 from distrun.launch.launcher import Outcome, launch
 from distrun.launch.rundir import RunDir, default_path, redact
@@ -32,6 +33,7 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", default=env.get("DISTRUN_FORCE") == "1",
                    help="launch even when preflight finds an error")
     g.add_argument("--dry-run", action="store_true", help="print the checked plan, start nothing")
+    add_watch_flags(g, env)
     return p
 
 
@@ -111,6 +113,10 @@ def report(err: Console, summary: dict[str, object], run: RunDir) -> None:
                   f"{run.path}", highlight=False)
         return
     first = summary["first_failure"]
+    if status == "stalled":
+        err.print(f"distrun: job stopped after a stall (exit status {summary['exitcode']}): "
+                  f"{summary['message']}; run directory: {run.path}", highlight=False)
+        return
     if first is None:
         err.print(f"distrun: job {status}: {summary['message']}; run directory: {run.path}",
                   highlight=False)

@@ -14,6 +14,8 @@ COMMANDS: dict[str, str] = {
     "launch": "preflight, then the job through torchrun, with a run directory",
     "demo": "a real small training run on whatever is here",
     "diagnose": "the root cause of a failed job, from its run directory or logs",
+    "monitor": "a live view of a job: ranks, devices, progress, stalls (--json, --metrics-port)",
+    "report": "an HTML report of a run: loss, throughput, device use, events",
 }
 
 USAGE_TEXT = "usage: distrun COMMAND [ARGS...]\n\ncommands:\n" + "\n".join(

@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import os
+import signal
 import socket
 import sys
 import warnings
@@ -112,6 +114,7 @@ def init(backend: str | None = None, timeout_s: float | None = None, framework: 
          env: Mapping[str, str] | None = None) -> Context:
     """Join the job this process was started in, bound to its own device."""
     env = os.environ if env is None else env
+    _stack_dump_on_sigusr1()
     facts = cluster.detect(env).facts()
     if framework == "jax":
         from distrun.runtime.jax import init_jax
@@ -135,6 +138,12 @@ def init(backend: str | None = None, timeout_s: float | None = None, framework: 
     if hb is not None:
         hb.joined(ctx.device, ctx.local_rank, ctx.node_rank)
     return _remember(ctx)
+
+
+def _stack_dump_on_sigusr1() -> None:
+    """distrun's stall detector asks a hung rank for its stack with SIGUSR1 (into its log)."""
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def _init_group(facts: RankFacts, backend: str, timeout_s: float) -> None:
