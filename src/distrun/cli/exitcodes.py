@@ -9,5 +9,6 @@ JOB_FAILED = 1
 USAGE = 2
 PREFLIGHT = 3
 INTERNAL = 4
+STALLED = 124  # distrun stopped the job after a stall (--stall-action stop), like timeout(1)
 SIGINT = 130
 SIGTERM = 143

@@ -20,6 +20,7 @@ from rich.console import Console
 from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
 from distrun.cli.args import make_parser, parse, to_request
+from distrun.cli.watchflags import add_watch_flags
 from distrun.errors import UsageError
 from distrun.launch import fanout, multinode
 from distrun.launch.launcher import Outcome, launch
@@ -37,6 +38,7 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
                    help="launch even when preflight finds an error")
     g.add_argument("--dry-run", action="store_true", help="print the checked plan, start nothing")
     multinode.add_flags(g, env)
+    add_watch_flags(g, env)
     return p
 
 
@@ -153,6 +155,10 @@ def report(err: Console, summary: dict[str, object], run: RunDir) -> None:
                   f"{run.path}", highlight=False)
         return
     first = summary["first_failure"]
+    if status == "stalled":
+        err.print(f"distrun: job stopped after a stall (exit status {summary['exitcode']}): "
+                  f"{summary['message']}; run directory: {run.path}", highlight=False)
+        return
     if first is None:
         err.print(f"distrun: job {status}: {summary['message']}; run directory: {run.path}",
                   highlight=False)

@@ -15,6 +15,8 @@ COMMANDS: dict[str, str] = {
     "demo": "a real small training run on whatever is here",
     "diagnose": "the root cause of a failed job, from its run directory or logs",
     "export": "launch files for slurm, accelerate, deepspeed, k8s or shell, from one plan",
+    "monitor": "a live view of a job: ranks, devices, progress, stalls (--json, --metrics-port)",
+    "report": "an HTML report of a run: loss, throughput, device use, events",
 }
 
 USAGE_TEXT = "usage: distrun COMMAND [ARGS...]\n\ncommands:\n" + "\n".join(

@@ -14,6 +14,8 @@ from typing import Any
 
 from distrun.launch import reaper
 from distrun.launch.rundir import RunDir
+from distrun.monitor.stall import EXIT_STALLED
+from distrun.monitor.watcher import watch
 from distrun.plan.model import LaunchPlan
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
@@ -151,7 +153,14 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
               nproc_per_node=plan.nproc_per_node, backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
-    outcome = run_job(plan, ns, run, node_rank, echo)
+    watcher = watch(run, getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    try:
+        outcome = run_job(plan, ns, run, node_rank, echo)
+    finally:
+        verdict = watcher.stop()
+    if verdict is not None and verdict.stopped:
+        outcome = Outcome(EXIT_STALLED, "stalled", outcome.failures,
+                          verdict.ranks[0] if verdict.ranks else None, verdict.message)
     for rank, failure in sorted(outcome.failures.items()):
         run.event("rank_exited", rank=rank, **failure)
     orphans = reaper.sweep()

@@ -10,9 +10,11 @@ Nothing heavy is imported before ``init()`` runs: torch (or jax) is imported ins
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import logging
 import os
 import pickle
+import signal
 import socket
 import sys
 import warnings
@@ -139,6 +141,7 @@ def init(backend: str | None = None, timeout_s: float | None = None, framework: 
     if _CURRENT:
         return _CURRENT[-1]
     env = os.environ if env is None else env
+    _stack_dump_on_sigusr1()
     if framework not in FRAMEWORKS:
         raise InitError(f"framework {framework!r} is not supported",
                         f"one of {', '.join(FRAMEWORKS)}", "pass framework='torch' or 'jax'")
@@ -198,6 +201,12 @@ def _timeout(timeout_s: float | None, env: Mapping[str, str]) -> float:
     except ValueError:
         raise InitError(f"DISTRUN_PG_TIMEOUT={raw!r} is not a number of seconds",
                         "seconds, e.g. 600", "set DISTRUN_PG_TIMEOUT=600 or unset it") from None
+
+
+def _stack_dump_on_sigusr1() -> None:
+    """distrun's stall detector asks a hung rank for its stack with SIGUSR1 (into its log)."""
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def _init_group(facts: RankFacts, backend: str, timeout_s: float) -> None:

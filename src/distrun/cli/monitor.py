@@ -1,0 +1,206 @@
+"""``distrun monitor [RUN_DIR]``: a live view of a job from its run directory.
+
+Per node and rank: device, utilisation, memory, step, steps per second, loss, age of the
+last heartbeat; idle devices and stalls highlighted. ``--json`` prints one snapshot,
+``--once`` the table once, ``--metrics-port`` serves Prometheus metrics (units in names).
+RUN_DIR defaults to the newest run under ./runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from distrun.cli import exitcodes
+from distrun.cli.args import OneLineParser
+from distrun.cli.watchflags import seconds
+from distrun.errors import UsageError
+from distrun.monitor.snapshot import snapshot
+from distrun.monitor.state import RunState, latest_run
+
+NA = "n/a"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="distrun monitor", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", nargs="?", help="the run directory (default: newest under ./runs)")
+    p.add_argument("--json", action="store_true", help="print one snapshot as JSON and exit")
+    p.add_argument("--once", action="store_true", help="print the table once and exit")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-addr", default="127.0.0.1", help="address for --metrics-port")
+    p.add_argument("--interval", type=seconds, default=1.0, help="refresh every N s (1)")
+    p.add_argument("--stall-timeout", type=seconds, default=30.0,
+                   help="highlight ranks whose heartbeat is older than this (30)")
+    return p
+
+
+def resolve(run_dir: str | None, env: Mapping[str, str]) -> Path:
+    if run_dir is None:
+        found = latest_run(Path(env.get("DISTRUN_RUNS", "runs")))
+        if found is None:
+            raise UsageError("no run directory given and none under ./runs",
+                             fix="pass the run directory: distrun monitor runs/<run>")
+        return found
+    path = Path(run_dir)
+    if not (path / "events.jsonl").exists():
+        raise UsageError(f"{run_dir!r} is not a distrun run directory (no events.jsonl)",
+                         fix="pass the folder distrun launch printed (runs/<time>-<name>)")
+    return path
+
+
+def main(argv: list[str]) -> int:
+    ns = parser().parse_args(argv)
+    state = RunState(resolve(ns.run_dir, os.environ))
+    state.refresh()
+    if ns.json:
+        print(json.dumps(snapshot(state, stall_timeout_s=ns.stall_timeout), indent=2))
+        return exitcodes.OK
+    console = Console()
+    if ns.once:
+        console.print(table(snapshot(state, stall_timeout_s=ns.stall_timeout)))
+        return exitcodes.OK
+    if ns.metrics_port is not None:
+        serve_metrics(state, ns.metrics_port, ns.metrics_addr, ns.stall_timeout)
+    return live(state, console, ns.interval, ns.stall_timeout)
+
+
+def live(state: RunState, console: Console, interval: float, timeout: float) -> int:
+    from rich.live import Live
+
+    try:
+        with Live(table(snapshot(state, stall_timeout_s=timeout)), console=console,
+                  auto_refresh=False) as view:
+            while True:
+                time.sleep(interval)
+                state.refresh()
+                view.update(table(snapshot(state, stall_timeout_s=timeout)), refresh=True)
+    except KeyboardInterrupt:
+        return exitcodes.OK
+
+
+def _fmt(value: Any, spec: str = "", unit: str = "") -> str:
+    return NA if value is None else f"{value:{spec}}{unit}"
+
+
+def _gib(value: Any) -> str:
+    return NA if value is None else f"{value / 2**30:.1f}G"
+
+
+def table(snap: dict[str, Any]) -> Table:
+    t = Table(title=_title(snap), title_justify="left")
+    for col in ("node", "rank", "local", "device", "util", "memory", "step", "steps/s",
+                "loss", "heartbeat", "cpu", "status"):
+        t.add_column(col, justify="right" if col not in ("device", "status") else "left")
+    by_rank = {r: d for d in snap["devices"] for r in d["ranks"]}
+    for r in snap["ranks"]:
+        d = by_rank.get(r["rank"], {})
+        style = {"stalled": "bold red", "quiet": "yellow", "exited": "dim"}.get(r["status"])
+        t.add_row(_fmt(r["node_rank"]), str(r["rank"]), _fmt(r["local_rank"]),
+                  r["device"] or NA, _util(d), _mem(d), _fmt(r["step"]),
+                  _fmt(r["steps_per_second"], ".2f"), _fmt(r["loss"], ".4g"),
+                  _fmt(r["heartbeat_age_s"], ".1f", " s"), _fmt(r["cpu_percent"], ".0f", "%"),
+                  r["status"], style=style)
+    for d in snap["devices"]:
+        if not d["ranks"]:
+            t.add_row(_fmt(snap["node_rank"]), "-", "-", f"{snap['device_type']} {d['index']}",
+                      _util(d), _mem(d), "", "", "", "", "", "IDLE: no rank", style="bold yellow")
+    return t
+
+
+def _util(d: dict[str, Any]) -> str:
+    if not d:
+        return NA
+    text = _fmt(d.get("utilization_percent"), ".0f", "%")
+    return f"[bold yellow]{text}[/]" if d.get("idle") else text
+
+
+def _mem(d: dict[str, Any]) -> str:
+    if not d or d.get("memory_used_bytes") is None:
+        return NA
+    return f"{_gib(d['memory_used_bytes'])}/{_gib(d.get('memory_total_bytes'))}"
+
+
+def _title(snap: dict[str, Any]) -> str:
+    text = (f"{snap['run_dir']}  {snap['status']}  {snap['world_size']} ranks "
+            f"({snap['backend']}, {snap['device_type']})")
+    if snap.get("devices_unavailable"):
+        text += f"\ndevice metrics not available: {snap['devices_unavailable']}"
+    if snap.get("verdict"):
+        text += f"\n[bold red]STALLED: {snap['verdict']}[/]"
+    return text
+
+
+RANK_GAUGES = (
+    ("distrun_rank_step", "step", "last step the rank reported"),
+    ("distrun_rank_steps_per_second", "steps_per_second", "recent steps per second"),
+    ("distrun_rank_loss", "loss", "last loss the rank reported"),
+    ("distrun_rank_heartbeat_age_seconds", "heartbeat_age_s", "seconds since the last step"),
+    ("distrun_rank_cpu_percent", "cpu_percent", "CPU use of the rank's process"),
+    ("distrun_rank_resident_memory_bytes", "rss_bytes", "resident memory of the process"),
+)
+DEVICE_GAUGES = (
+    ("distrun_device_utilization_percent", "utilization_percent", "device utilisation"),
+    ("distrun_device_memory_used_bytes", "memory_used_bytes", "device memory used"),
+    ("distrun_device_memory_total_bytes", "memory_total_bytes", "device memory total"),
+)
+
+
+class Collector:
+    """Metrics from a fresh snapshot at every scrape; a value not available is left out."""
+
+    def __init__(self, state: RunState, timeout: float) -> None:
+        self.state, self.timeout = state, timeout
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        self.state.refresh()
+        snap = snapshot(self.state, stall_timeout_s=self.timeout)
+        for name, key, text in RANK_GAUGES:
+            g = GaugeMetricFamily(name, text, labels=["node", "rank"])
+            for r in snap["ranks"]:
+                if r[key] is not None:
+                    g.add_metric([str(r["node_rank"]), str(r["rank"])], float(r[key]))
+            yield g
+        stalled = GaugeMetricFamily("distrun_rank_stalled", "1 when the rank is stalled",
+                                    labels=["node", "rank"])
+        for r in snap["ranks"]:
+            stalled.add_metric([str(r["node_rank"]), str(r["rank"])],
+                               float(r["status"] in ("stalled", "quiet")))
+        yield stalled
+        for name, key, text in DEVICE_GAUGES:
+            g = GaugeMetricFamily(name, text, labels=["node", "device"])
+            for d in snap["devices"]:
+                if d.get(key) is not None:
+                    g.add_metric([str(snap["node_rank"]), str(d["index"])], float(d[key]))
+            yield g
+
+
+def serve_metrics(state: RunState, port: int, addr: str, timeout: float) -> None:
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError:
+        raise UsageError("--metrics-port needs prometheus_client, which is not installed",
+                         fix="pip install prometheus-client") from None
+    registry = CollectorRegistry()
+    registry.register(Collector(state, timeout))
+    try:
+        start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        raise UsageError(f"--metrics-port {port}: {exc.strerror}",
+                         fix="pick a free port") from None
+    print(f"distrun monitor: Prometheus metrics on http://{addr}:{port}/metrics",
+          file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
