@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -60,6 +61,8 @@ def test_rank_that_raises(tmp_path: Path, marker: str) -> None:
     assert exited[1]["role"] == "first failure" and exited[1]["exitcode"] == 1
     assert exited.get(0, {"role": "stopped or failed after"})["role"] != "first failure"
     assert "Traceback" not in done.stderr.split("its log:")[0]
+    verdict = done.stderr.split("distrun diagnose:")[1]  # printed last; an unknown error is no guess
+    assert "No known cause" in verdict and "rank 1" in verdict and "boom on rank 1" in verdict
 
 
 def test_rank_killed_by_sigkill(tmp_path: Path, marker: str) -> None:
@@ -69,6 +72,8 @@ def test_rank_killed_by_sigkill(tmp_path: Path, marker: str) -> None:
     assert "rank 0 line 2" in rank_log(tmp_path, 0)
     exited = next(e for e in events(tmp_path) if e["event"] == "rank_exited" and e["rank"] == 0)
     assert exited["signal"] == "SIGKILL" and exited["role"] == "first failure"
+    verdict = done.stderr.split("distrun diagnose:")[1]
+    assert "[host-oom-or-killed]" in verdict and "where: rank 0" in verdict
 
 
 def test_failed_ranks_child_is_not_left_behind(tmp_path: Path, marker: str) -> None:
@@ -119,3 +124,18 @@ def test_ctrl_c_or_sigterm_stops_every_rank(tmp_path: Path, marker: str, sig: si
         assert f"rank {rank} ready" in rank_log(tmp_path, rank)
     finished = [e for e in events(tmp_path) if e["event"] == "job_finished"]
     assert finished and finished[0]["status"] == "interrupted"
+
+
+def test_port_conflict_forced_past_preflight_is_diagnosed(tmp_path: Path, marker: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        refused = run_cli(["launch", "--nnodes", "1", "--master-port", str(port), str(JOB), marker],
+                          tmp_path, env={"DISTRUN_TEST_MARK": marker})
+        assert refused.returncode == 3 and f"master port {port} is already in use" in refused.stderr
+        done = run_cli(["launch", "--force", "--master-port", str(port), "--run-dir",
+                        str(tmp_path / "run"), str(JOB), marker], tmp_path,
+                       env={"DISTRUN_TEST_MARK": marker})
+    assert done.returncode != 0
+    assert "[address-in-use]" in done.stderr.split("distrun diagnose:")[1]

@@ -111,7 +111,9 @@ def _run(start: Callable[[], Any]) -> Outcome:
     except KeyboardInterrupt:
         return Outcome(128 + signal.SIGINT, "interrupted", message="received SIGINT")
     except Exception as err:  # rendezvous and store errors end the job; their text is the report
-        return Outcome(1, "failed", message=f"{type(err).__name__}: {err}".splitlines()[0])
+        text = f"{type(err).__name__}: {err}"
+        logging.getLogger(ELASTIC_LOGGER).error("the launcher failed before any rank ran: %s", text)
+        return Outcome(1, "failed", message=text.splitlines()[0])
     return Outcome(0, "succeeded")
 
 
