@@ -2,10 +2,11 @@
 
 Three stages, none of which loops over the rules for every line:
 
-1. a *key scan* over whole binary chunks: one compiled regex that is the
-   prefix-factored alternation of the literal keys every pattern contains;
-2. the *combined* regex (all full patterns in one alternation) on the lines
-   that hold a key;
+1. a *line finder* over whole binary chunks (see :mod:`distrun.diagnose.linefind`):
+   Hyperscan with every pattern in one database, or, where it is missing, one
+   Python regex of the literal keys every pattern contains;
+2. the *combined* regex (all full patterns in one alternation) on the
+   candidate lines;
 3. per-rule attribution on the lines the combined regex matched.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from distrun.diagnose.linefind import make_finder
 from distrun.diagnose.rules import (
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
@@ -37,37 +39,15 @@ class RawHit:
     text: str
 
 
-class _Trie(dict[str, "_Trie"]):
-    """A character trie; the key "" marks the end of a word."""
-
-
-def trie_regex(words: Iterable[str]) -> str:
-    """A regex matching any of ``words``, factored by common prefixes."""
-    root = _Trie()
-    for word in words:
-        node = root
-        for char in word:
-            node = node.setdefault(char, _Trie())
-        node[""] = _Trie()
-    return _emit(root)
-
-
-def _emit(node: _Trie) -> str:
-    if "" in node:
-        # A key ends here: any longer key through this node is already covered.
-        return ""
-    branches = [re.escape(c) + _emit(child) for c, child in sorted(node.items())]
-    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-
-
 class Matcher:
     """The compiled matchers for one rule set."""
 
-    def __init__(self, rules: RuleSet) -> None:
+    def __init__(self, rules: RuleSet, fast: bool = True) -> None:
+        """``fast=False`` forces the pure-Python line finder."""
         self.rules = rules
         patterns = rules.all_patterns()
         self.keys = keys_for(patterns)
-        self.key_regex = re.compile(trie_regex(self.keys).encode())
+        self.finder = make_finder(patterns, self.keys, fast)
         self.combined = re.compile("|".join(f"(?:{p})" for p in patterns))
         self._attribution: list[tuple[str, re.Pattern[str]]] = [
             (r.id, re.compile("|".join(f"(?:{p})" for p in r.patterns))) for r in rules.rule
@@ -100,32 +80,24 @@ class Matcher:
             buf = carry + block
             if not block:
                 if buf:
-                    yield from self._scan_region(buf + b"\n", line_base)
+                    yield from self._scan_region(buf + b"\n", len(buf) + 1, line_base)
                 return
             cut = buf.rfind(b"\n") + 1
-            region, carry = buf[:cut], buf[cut:]
-            yield from self._scan_region(region, line_base)
-            line_base += region.count(b"\n")
+            yield from self._scan_region(buf, cut, line_base)
+            line_base += buf.count(b"\n", 0, cut)
+            carry = buf[cut:]
 
-    def _scan_region(self, region: bytes, line_base: int) -> Iterator[RawHit]:
-        """``region`` holds whole lines; yield the matching ones."""
-        pos = 0
+    def _scan_region(self, data: bytes, size: int, line_base: int) -> Iterator[RawHit]:
+        """``data[:size]`` holds whole lines; yield the matching ones."""
         counted = 0
         line = line_base
-        search = self.key_regex.search
-        while True:
-            found = search(region, pos)
-            if found is None:
-                return
-            start = region.rfind(b"\n", 0, found.start()) + 1
-            end = region.find(b"\n", found.end())
-            line += region.count(b"\n", counted, start)
+        for start, end in self.finder.line_spans(data, size):
+            line += data.count(b"\n", counted, start)
             counted = start
-            text = region[start:end].decode("utf-8", "replace").rstrip("\r")
+            text = data[start:end].decode("utf-8", "replace").rstrip("\r")
             rule_id = self.classify(text)
             if rule_id is not None:
                 yield RawHit(rule_id, line, text)
-            pos = end + 1
 
 
 def _alternation(patterns: Iterable[str]) -> re.Pattern[str]:

@@ -1,0 +1,73 @@
+"""Both line finders (Hyperscan and the pure-Python fallback) give the same lines."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from tests.diagnose.test_corpus import CORPUS, LABELS
+
+from distrun.diagnose import default_rules, diagnose, linefind, matcher
+from distrun.diagnose.matcher import Matcher, RawHit
+
+LOG = b"".join(
+    [
+        b"step 1 loss 2.0\n",
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",  # two patterns
+        b"x" * 9000 + b" Broken pipe\n",  # longer than the chunk
+        b"Connection reset by peer\r\n",  # CRLF
+        b"\xff\xfe not utf-8, then NCCL error in: a.cpp:1, unhandled system error\n",
+        b"RendezvousTimeoutError\n",
+        b"all fine\n" * 500,
+        b"ends without a newline: Segmentation fault",
+    ]
+)
+EXPECTED = [
+    ("cuda-out-of-memory", 2),
+    ("peer-connection-closed", 3),
+    ("peer-connection-closed", 4),
+    ("nccl-network", 5),
+    ("rendezvous-timeout", 6),
+    ("unrecognised-error", 507),
+]
+
+
+def scan(fast: bool) -> list[RawHit]:
+    return list(Matcher(default_rules(), fast=fast).scan_stream(io.BytesIO(LOG)))
+
+
+@pytest.mark.parametrize("chunk", [64, 4096, 1 << 20])  # 64: lines cut at every chunk edge
+def test_both_finders_find_the_same_lines(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matcher, "CHUNK_BYTES", chunk)
+    fast, fallback = scan(fast=True), scan(fast=False)
+    assert [(h.rule_id, h.line) for h in fast] == EXPECTED
+    assert fast == fallback
+    assert fast[2].text == "Connection reset by peer"
+
+
+def test_hyperscan_is_used_where_installed() -> None:
+    pytest.importorskip("hyperscan", reason="the fast path needs the hyperscan wheel")
+    assert Matcher(default_rules()).finder.name == "hyperscan"
+    assert Matcher(default_rules(), fast=False).finder.name == "re"
+
+
+def test_without_the_package_the_corpus_still_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(linefind, "_hs", None)
+    assert Matcher(default_rules()).finder.name == "re"
+    wrong = []
+    for case, label in LABELS.items():
+        result = diagnose([CORPUS / case])
+        rule = result.causes[0].rule.id if result.causes else ""
+        if rule != label["rule"]:
+            wrong.append(f"{case}: got {rule or 'no known cause'}, expected {label['rule']}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_pattern_hyperscan_rejects_falls_back_to_re(monkeypatch: pytest.MonkeyPatch) -> None:
+    hyperscan = pytest.importorskip("hyperscan", reason="the fast path needs the hyperscan wheel")
+
+    def refuse(self: object, patterns: object) -> None:
+        raise hyperscan.CompilerError("unsupported")
+
+    monkeypatch.setattr(linefind.HyperscanFinder, "__init__", refuse)
+    assert Matcher(default_rules()).finder.name == "re"
