@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from distrun import cluster
-from distrun.cluster import ClusterEnvError, SlurmAllocation
+from distrun.cluster import ClusterEnvError, SlurmAllocation, slurm
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "x", "RANK": "5", "WORLD_SIZE": "16", "LOCAL_RANK": "5",
             "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "0", "MASTER_ADDR": "n0", "MASTER_PORT": "29500"}
@@ -73,3 +73,42 @@ def test_slurm_allocation() -> None:
     assert alloc is not None
     assert alloc.nodes == ("gpu07", "gpu08") and alloc.master_addr == "gpu07"
     assert alloc.node_id == 1 and alloc.gpus_on_node == 8
+
+
+# `scontrol -o show node tb0` from the Slurm 22.05 test bed (tests/slurm): name != address.
+SHOW_NODE = ("NodeName=tb0 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 CPUEfctv=2 CPUTot=2 "
+             "CPULoad=1.89 AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) "
+             "NodeAddr=127.0.0.1 NodeHostName=vm Port=16818 Version=22.05.8 OS=Linux "
+             "6.18.44-fc-v657 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=1000 AllocMem=0 "
+             "State=IDLE ThreadsPerCore=1 Partitions=debug\n")
+
+
+def never_called(name: str, env: object) -> str:
+    raise AssertionError(f"scontrol asked about {name} although it resolves")
+
+
+def test_node_name_that_resolves_is_the_master_without_scontrol() -> None:
+    assert slurm.node_address("gpu07", {}, show=never_called, lookup=lambda n: True) == "gpu07"
+
+
+def test_node_name_that_does_not_resolve_becomes_its_node_addr() -> None:
+    asked: list[str] = []
+
+    def show(name: str, env: object) -> str:
+        asked.append(name)
+        return SHOW_NODE
+
+    assert slurm.node_address("tb0", {}, show=show, lookup=lambda n: False) == "127.0.0.1"
+    assert asked == ["tb0"]
+
+
+def test_node_without_an_address_says_to_export_master_addr() -> None:
+    with pytest.raises(ClusterEnvError) as err:
+        slurm.node_address("tb0", {}, show=lambda n, e: "", lookup=lambda n: False)
+    assert "'tb0' does not resolve" in str(err.value) and "MASTER_ADDR" in str(err.value)
+
+
+def test_srun_task_master_addr_wins_and_needs_no_lookup() -> None:
+    facts = cluster.detect({**SLURM, "MASTER_ADDR": "10.1.2.3"}).facts()
+    assert facts.master_addr == "10.1.2.3"
+    assert slurm.reachable_master(facts, {**SLURM, "MASTER_ADDR": "10.1.2.3"}) is facts

@@ -36,6 +36,14 @@ def test_user_port_is_kept() -> None:
     assert req.master_port == 29555 and req.master_addr == "n0"
 
 
+def test_master_addr_in_the_job_script_wins_and_unresolved_names_are_translated() -> None:
+    req, note = from_slurm(Request(script="t.py"), {**STEP, "MASTER_ADDR": "10.0.0.7"})
+    assert req.master_addr == "10.0.0.7" and note is not None and "master 10.0.0.7:10004" in note
+    asked: list[str] = []
+    req, _ = from_slurm(Request(script="t.py"), STEP, lambda n: asked.append(n) or "10.0.0.9")
+    assert req.master_addr == "10.0.0.9" and asked == ["n0"]
+
+
 def test_several_tasks_per_node_is_refused() -> None:
     env = {**STEP, "SLURM_STEP_NUM_TASKS": "4"}
     with pytest.raises(UsageError, match="4 tasks on 2 nodes") as exc:

@@ -21,6 +21,7 @@ from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
 from distrun.cli.args import make_parser, parse, to_request
 from distrun.cli.watchflags import add_watch_flags
+from distrun.cluster.slurm import node_address
 from distrun.errors import UsageError
 from distrun.launch import fanout, multinode
 from distrun.launch.launcher import Outcome, launch
@@ -61,7 +62,7 @@ def main(argv: list[str]) -> int:
     if ns.hostfile:
         return fan_out(ns, argv, req)
     err = Console(stderr=True, soft_wrap=True)
-    req, note = from_slurm(req, env)
+    req, note = from_slurm(req, env, lambda node: node_address(node, env))
     if note:
         err.print(f"distrun: {note}", highlight=False, markup=False)
     plan = preflight(req, None, env)

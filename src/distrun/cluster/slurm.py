@@ -1,14 +1,20 @@
 """Slurm: a task started by ``srun`` (one process per task), and the allocation around it.
 
 A process started by ``srun python train.py`` reads its rank from SLURM_PROCID; the
-master is the first node of the step's node list. ``distrun launch`` inside an allocation
-(one torchrun per node, the sbatch pattern) reads :class:`SlurmAllocation` instead.
+master is MASTER_ADDR when set, else the first node of the step's node list. A node *name*
+need not be a host name (slurm.conf's NodeAddr is what Slurm itself connects to), so
+:func:`node_address` turns a name that does not resolve into its NodeAddr. ``distrun launch``
+inside an allocation (one torchrun per node, the sbatch pattern) reads :class:`SlurmAllocation`
+instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import hostlist
 
@@ -33,6 +39,50 @@ def expand_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
             "a Slurm hostlist such as n[0-3]",
             "check SLURM_JOB_NODELIST",
         ) from None
+
+
+def scontrol_node(name: str, env: Mapping[str, str]) -> str:
+    """``scontrol -o show node NAME`` (one line); '' when scontrol fails or is missing."""
+    try:
+        done = subprocess.run(["scontrol", "-o", "show", "node", name], env=dict(env),
+                              capture_output=True, text=True, timeout=15, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def resolves(host: str) -> bool:
+    try:
+        return bool(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
+    except (socket.gaierror, UnicodeError):
+        return False
+
+
+def node_address(name: str, env: Mapping[str, str],
+                 show: Callable[[str, Mapping[str, str]], str] = scontrol_node,
+                 lookup: Callable[[str], bool] = resolves) -> str:
+    """Where the other nodes reach Slurm node ``name``: the name when it resolves (the usual
+    case, no scontrol call), else its NodeAddr from ``scontrol show node``. Has effects."""
+    if lookup(name):
+        return name
+    m = re.search(r"\bNodeAddr=(\S+)", show(name, env))
+    if m and m.group(1) != name:
+        return m.group(1)
+    raise ClusterEnvError(
+        f"slurm: the master node name {name!r} does not resolve and scontrol names no other "
+        "address for it",
+        "a node name that resolves, or MASTER_ADDR",
+        "export MASTER_ADDR=<address of the first node> in the job script, e.g. from "
+        "'scontrol show node <node>' (its NodeAddr)",
+    )
+
+
+def reachable_master(facts: RankFacts, env: Mapping[str, str]) -> RankFacts:
+    """An srun task's facts with a master address the other nodes can reach (see above)."""
+    if (facts.environment != Slurm.name or facts.world_size < 2 or env.get("MASTER_ADDR")
+            or not facts.master_addr):
+        return facts
+    return replace(facts, master_addr=node_address(facts.master_addr, env))
 
 
 class Slurm(ClusterEnvironment):

@@ -8,7 +8,7 @@ node agrees without talking). Pure: the environment is a mapping passed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from distrun.cluster.base import ClusterEnvironment
@@ -43,10 +43,13 @@ def allocation_of(env: Mapping[str, str]) -> SlurmAllocation | None:
     return alloc
 
 
-def from_slurm(req: Request, env: Mapping[str, str]) -> tuple[Request, str | None]:
+def from_slurm(req: Request, env: Mapping[str, str],
+               address: Callable[[str], str] = str) -> tuple[Request, str | None]:
     """``req`` with nnodes, node rank and master taken from Slurm, and a note saying so.
 
     Unchanged outside an allocation, on a single node, or when the user gave topology flags.
+    The master is MASTER_ADDR when set, else ``address(first node)`` (the launcher passes
+    :func:`distrun.cluster.slurm.node_address`: a node name need not resolve).
     """
     alloc = allocation_of(env)
     if alloc is None or has_topology(req) or alloc.nnodes < 2:
@@ -59,10 +62,11 @@ def from_slurm(req: Request, env: Mapping[str, str]) -> tuple[Request, str | Non
             "one distrun launch per node",
             "srun --ntasks-per-node=1 distrun launch ... (torchrun starts the processes per node)")
     port = req.master_port if req.master_port is not None else default_port(alloc.job_id)
+    master = env.get("MASTER_ADDR") or address(alloc.master_addr)
     filled = replace(req, nnodes=str(alloc.nnodes), node_rank=alloc.node_id,
-                     master_addr=alloc.master_addr, master_port=port)
+                     master_addr=master, master_port=port)
     note = (f"Slurm job {alloc.job_id}: node {alloc.node_id} of {alloc.nnodes} "
-            f"({','.join(alloc.nodes)}), master {alloc.master_addr}:{port}")
+            f"({','.join(alloc.nodes)}), master {master}:{port}")
     if step is None:
         note += ("; warning: not inside an srun step, so only this node runs distrun launch: "
                  "start it on every node with 'srun --ntasks-per-node=1 distrun launch ...'")

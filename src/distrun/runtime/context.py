@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from distrun import cluster
+from distrun.cluster import slurm
 from distrun.cluster.base import RankFacts
 from distrun.runtime import checks, device, logs
 from distrun.runtime.errors import InitError
@@ -145,7 +146,7 @@ def init(backend: str | None = None, timeout_s: float | None = None, framework: 
     if framework not in FRAMEWORKS:
         raise InitError(f"framework {framework!r} is not supported",
                         f"one of {', '.join(FRAMEWORKS)}", "pass framework='torch' or 'jax'")
-    facts = cluster.detect(env).facts()
+    facts = slurm.reachable_master(cluster.detect(env).facts(), env)
     timeout = _timeout(timeout_s, env)
     if framework == "jax":
         return _init_jax(facts, env, timeout)
