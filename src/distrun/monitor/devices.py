@@ -7,6 +7,9 @@ NVIDIA, equivalent queries:
 ``nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total,uuid
 --format=csv,noheader,nounits`` and
 ``nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits``.
+
+Intel, Ascend, Enflame and Cambricon: their tools, parsed by the probes' parsers
+(``tool_samplers.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Protocol
 
 from distrun.accelerators.probes import Runner, ToolFailed, ToolMissing, run_tool
 from distrun.monitor.samples import DeviceReading, DeviceSample
+from distrun.monitor.tool_samplers import TOOL_SAMPLERS
 
 MIB = 2**20
 SMI_GPUS = ("nvidia-smi",
@@ -218,6 +222,8 @@ def for_vendor(vendor: str, run: Runner = run_tool,
         return _nvidia(run, importer)
     if vendor == "amd":
         return _amd(importer)
+    if vendor in TOOL_SAMPLERS:
+        return TOOL_SAMPLERS[vendor](run)
     if vendor in ("cpu", "apple"):
         return NoDevices("")
     return NoDevices(f"no device sampler for {vendor} yet: per-process CPU use stands in")

@@ -3,6 +3,8 @@
 The JSON is ``{"device_list": [{"device_id", "device_name", "uuid", "pci_bdf_address", ...}]}``.
 The list does not carry the memory size (only ``xpu-smi discovery -d N -j`` does), so memory is
 None here. The index is ``device_id``, the ordinal xpu-smi reports.
+
+For the monitor, ``parse_stats_json`` reads ``xpu-smi stats -d N -j``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from distrun.accelerators.probes import (
 from distrun.accelerators.vendors import VendorId
 
 DISCOVERY = ("xpu-smi", "discovery", "-j")
+
+
+def stats_argv(device_id: int) -> tuple[str, ...]:
+    """``xpu-smi stats -d N -j``: one device's current metrics."""
+    return ("xpu-smi", "stats", "-d", str(device_id), "-j")
 
 
 def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
@@ -74,3 +81,20 @@ def _bytes(value: Any) -> int | None:
 
 def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "", "N/A", "unknown") else None
+
+
+def parse_stats_json(out: str) -> dict[str, float]:
+    """``xpu-smi stats -d N -j``'s ``device_level`` as ``{metrics_type: value}``.
+
+    A metric the device cannot give is left out by xpu-smi (an Arc Pro B70 lists no
+    ``XPUM_STATS_GPU_UTILIZATION``); ``XPUM_STATS_MEMORY_USED`` is in MiB. Not JSON: empty.
+    """
+    try:
+        data: Any = json.loads(out)
+    except ValueError:
+        return {}
+    listed = data.get("device_level") if isinstance(data, dict) else None
+    return {str(m["metrics_type"]): float(m["value"])
+            for m in (listed if isinstance(listed, list) else [])
+            if isinstance(m, dict) and isinstance(m.get("value"), int | float)
+            and not isinstance(m.get("value"), bool) and "metrics_type" in m}
