@@ -68,6 +68,18 @@ def failed(vendor: VendorId, source: str, why: str) -> ProbeResult:
     return ProbeResult(vendor, "error", source=source, detail=why)
 
 
+def run_and_parse(vendor: VendorId, argv: Sequence[str], run: Runner,
+                  parse: Callable[[str], ProbeResult], missing: str = "") -> ProbeResult:
+    """Run a vendor tool and parse its output; a missing tool is absent, a failing one an error."""
+    try:
+        out = run(argv)
+    except ToolMissing:
+        return absent(vendor, missing or f"no {argv[0]} on PATH")
+    except ToolFailed as exc:
+        return failed(vendor, argv[0], str(exc))
+    return parse(out)
+
+
 def parse_mib(text: str) -> int | None:
     """'81559 MiB' / '81559MiB' / '81559' (MiB) -> bytes; None when not a number."""
     digits = text.strip().split()[0].removesuffix("MiB").removesuffix("MB") if text.strip() else ""

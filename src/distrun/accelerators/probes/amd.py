@@ -20,10 +20,9 @@ from distrun.accelerators.inventory import Device
 from distrun.accelerators.probes import (
     ProbeResult,
     Runner,
-    ToolFailed,
-    ToolMissing,
     absent,
     failed,
+    run_and_parse,
 )
 from distrun.accelerators.vendors import VendorId
 
@@ -87,13 +86,8 @@ def _amdsmi_device(amdsmi: Any, index: int, handle: Any) -> Device:
 
 
 def probe_rocm_smi(run: Runner) -> ProbeResult:
-    try:
-        out = run(ROCM_SMI)
-    except ToolMissing:
-        return absent(VendorId.AMD, "no amdsmi library and no rocm-smi on PATH")
-    except ToolFailed as exc:
-        return failed(VendorId.AMD, "rocm-smi", str(exc))
-    return parse_rocm_smi_json(out)
+    return run_and_parse(VendorId.AMD, ROCM_SMI, run, parse_rocm_smi_json,
+                         "no amdsmi library and no rocm-smi on PATH")
 
 
 def parse_rocm_smi_json(out: str) -> ProbeResult:

@@ -25,10 +25,7 @@ from distrun.accelerators.inventory import Device
 from distrun.accelerators.probes import (
     ProbeResult,
     Runner,
-    ToolFailed,
-    ToolMissing,
-    absent,
-    failed,
+    run_and_parse,
 )
 from distrun.accelerators.probes._table import TableError, cells, leading_int, percent, table_result
 from distrun.accelerators.vendors import VendorId
@@ -58,13 +55,7 @@ class Chip:
 
 
 def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
-    try:
-        out = run(SMI_INFO)
-    except ToolMissing:
-        return absent(VendorId.ASCEND, "no npu-smi on PATH")
-    except ToolFailed as exc:
-        return failed(VendorId.ASCEND, "npu-smi", str(exc))
-    return parse_npu_smi_info(out)
+    return run_and_parse(VendorId.ASCEND, SMI_INFO, run, parse_npu_smi_info)
 
 
 def parse_npu_smi_info(out: str) -> ProbeResult:

@@ -21,10 +21,7 @@ from distrun.accelerators.inventory import Device
 from distrun.accelerators.probes import (
     ProbeResult,
     Runner,
-    ToolFailed,
-    ToolMissing,
-    absent,
-    failed,
+    run_and_parse,
 )
 from distrun.accelerators.probes._table import (
     TableError,
@@ -54,13 +51,7 @@ class Card:
 
 
 def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
-    try:
-        out = run(CNMON)
-    except ToolMissing:
-        return absent(VendorId.CAMBRICON, "no cnmon on PATH")
-    except ToolFailed as exc:
-        return failed(VendorId.CAMBRICON, "cnmon", str(exc))
-    return parse_cnmon(out)
+    return run_and_parse(VendorId.CAMBRICON, CNMON, run, parse_cnmon)
 
 
 def parse_cnmon(out: str) -> ProbeResult:

@@ -21,10 +21,7 @@ from distrun.accelerators.inventory import Device
 from distrun.accelerators.probes import (
     ProbeResult,
     Runner,
-    ToolFailed,
-    ToolMissing,
-    absent,
-    failed,
+    run_and_parse,
 )
 from distrun.accelerators.probes._table import (
     TableError,
@@ -51,13 +48,7 @@ class Gcu:
 
 
 def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
-    try:
-        out = run(EFSMI)
-    except ToolMissing:
-        return absent(VendorId.ENFLAME, "no efsmi on PATH")
-    except ToolFailed as exc:
-        return failed(VendorId.ENFLAME, "efsmi", str(exc))
-    return parse_efsmi(out)
+    return run_and_parse(VendorId.ENFLAME, EFSMI, run, parse_efsmi)
 
 
 def parse_efsmi(out: str) -> ProbeResult:

@@ -17,10 +17,9 @@ from distrun.accelerators.inventory import Device
 from distrun.accelerators.probes import (
     ProbeResult,
     Runner,
-    ToolFailed,
-    ToolMissing,
     absent,
     failed,
+    run_and_parse,
 )
 from distrun.accelerators.vendors import VendorId
 
@@ -33,13 +32,7 @@ def stats_argv(device_id: int) -> tuple[str, ...]:
 
 
 def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
-    try:
-        out = run(DISCOVERY)
-    except ToolMissing:
-        return absent(VendorId.INTEL, "no xpu-smi on PATH")
-    except ToolFailed as exc:
-        return failed(VendorId.INTEL, "xpu-smi", str(exc))
-    return parse_discovery_json(out)
+    return run_and_parse(VendorId.INTEL, DISCOVERY, run, parse_discovery_json)
 
 
 def parse_discovery_json(out: str) -> ProbeResult:

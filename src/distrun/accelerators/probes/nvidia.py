@@ -16,11 +16,10 @@ from distrun.accelerators.inventory import Device
 from distrun.accelerators.probes import (
     ProbeResult,
     Runner,
-    ToolFailed,
-    ToolMissing,
     absent,
     failed,
     parse_mib,
+    run_and_parse,
 )
 from distrun.accelerators.vendors import VendorId
 
@@ -83,13 +82,8 @@ def _text(value: str | bytes) -> str:
 
 
 def probe_smi(run: Runner) -> ProbeResult:
-    try:
-        out = run(SMI_QUERY)
-    except ToolMissing:
-        return absent(VendorId.NVIDIA, "no NVML library and no nvidia-smi on PATH")
-    except ToolFailed as exc:
-        return failed(VendorId.NVIDIA, "nvidia-smi", str(exc))
-    return parse_smi_csv(out)
+    return run_and_parse(VendorId.NVIDIA, SMI_QUERY, run, parse_smi_csv,
+                         "no NVML library and no nvidia-smi on PATH")
 
 
 def parse_smi_csv(out: str) -> ProbeResult:
