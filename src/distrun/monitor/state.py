@@ -106,6 +106,7 @@ class RunState:
         self.node_rank = 0
         self.launched_at: float | None = None
         self.workers_at: float | None = None
+        self.workers: dict[str, Any] = {}  # the latest workers_started event (master, ranks)
         self.finished: dict[str, Any] | None = None
         self.ranks: dict[int, RankState] = {r: RankState(r) for r in self.expected()}
         self.notable: list[dict[str, Any]] = []
@@ -162,7 +163,7 @@ class RunState:
         self.ranks = {r: self.ranks.get(r, RankState(r)) for r in self.expected()}
 
     def _on_workers(self, event: dict[str, Any], when: float | None) -> None:
-        self.workers_at = when
+        self.workers_at, self.workers = when, event
         for key, info in (event.get("ranks") or {}).items():
             state = self.rank(int(key))
             state.node_rank, state.local_rank = info.get("node_rank"), info.get("local_rank")

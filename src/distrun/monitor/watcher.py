@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from distrun.launch.rundir import RunDir
 from distrun.monitor import stall, verify
 from distrun.monitor.devices import Sampler, for_vendor
+from distrun.monitor.nodewatch import NodeWatch
 from distrun.monitor.procs import ProcSampler, rank_pids
 from distrun.monitor.samples import DeviceReading, ProcSample
 from distrun.monitor.state import RunState
@@ -72,6 +73,7 @@ class Watcher(threading.Thread):
         self.checks: list[verify.Check] = []
         self._halt = threading.Event()
         self._p = _Progress()
+        self.nodes = NodeWatch(self.state, config.stall_timeout_s)
         self._samples = open(run.path / "samples.jsonl", "a", encoding="utf-8")  # noqa: SIM115
 
     def run(self) -> None:
@@ -84,6 +86,7 @@ class Watcher(threading.Thread):
 
     def stop(self) -> Verdict | None:
         self._halt.set()
+        self.nodes.stop()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=15)
         self.sampler.close()
@@ -96,6 +99,7 @@ class Watcher(threading.Thread):
     def tick(self, now: float) -> None:
         st = self.state
         st.refresh()
+        self.nodes.update()
         self._find_pids(now)
         pids = [s.pid for s in st.ranks.values() if s.pid]
         procs = self.procs.read(pids)
@@ -103,6 +107,8 @@ class Watcher(threading.Thread):
         self._record(now, reading, procs)
         self._verify_joined(now)
         self._verify_activity(now, reading, procs)
+        if self.verdict is None:
+            self._detect_lost_node(now)
         if self.verdict is None:
             self._detect_stall(now)
 
@@ -221,7 +227,7 @@ class Watcher(threading.Thread):
         if st.finished:
             return
         stuck = stall.stalled(st.ranks, now, self.config.stall_timeout_s)
-        if not stuck:
+        if not stuck or self.nodes.holds_stall(now):
             return
         stacks = stall.dump_stacks(stuck, self.run_dir.logs)
         stopping = self.config.stall_action == "stop"
@@ -241,6 +247,23 @@ class Watcher(threading.Thread):
         self.say(f"distrun: STALLED: {message}")
         if stopping:
             self.stop_job([s.pid for s in st.ranks.values() if s.pid])
+
+    def _detect_lost_node(self, now: float) -> None:
+        gone = self.nodes.lost(now)
+        if not gone or self.state.finished:
+            return
+        stopping = self.config.stall_action == "stop"
+        message = self.nodes.message(gone, stopping)
+        for node in gone:
+            self.run_dir.event("node_lost", node_rank=node.node, host=node.host,
+                               ranks=list(node.ranks), last_heard_s=round(node.last_heard_s, 3),
+                               last_step=node.step, reason=node.reason, store=self.nodes.store)
+        self.verdict = Verdict([r for n in gone for r in n.ranks], message, stopping)
+        self.run_dir.event("stall_verdict", ranks=self.verdict.ranks, message=message,
+                           action=self.config.stall_action, lost_nodes=[n.node for n in gone])
+        self.say(f"distrun: NODE LOST: {message}")
+        if stopping:
+            self.stop_job([s.pid for s in self.state.ranks.values() if s.pid])
 
     def _terminate(self, pids: list[int]) -> None:
         """SIGTERM to the launcher: torchelastic's handler stops the workers (then SIGKILL)."""
