@@ -92,6 +92,11 @@ PROBE_ORDER: tuple[VendorId, ...] = (
 )
 
 ALL_BACKENDS: frozenset[str] = frozenset(b for v in VENDORS.values() for b in v.backends)
+# Backends of no vendor of their own: usable with any device (gloo on CPU, MPI, UCC).
+GENERIC_BACKENDS: tuple[str, ...] = ("gloo", "mpi", "ucc")
+# Every backend name distrun knows, generic first, then in vendor-table order.
+KNOWN_BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(
+    (*GENERIC_BACKENDS, *(b for v in VENDORS.values() for b in v.backends))))
 
 
 def vendor_for_model(model: str) -> Vendor | None:

@@ -155,12 +155,17 @@ def libuv_store(plan: LaunchPlan, ctx: HostContext) -> list[Finding]:
     return []
 
 
+def shm_bytes(path: str) -> int:
+    """The size of the file system at ``path`` (OSError when there is none)."""
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize
+
+
 def shm_size(plan: LaunchPlan, ctx: HostContext) -> list[Finding]:
     try:
-        st = os.statvfs(ctx.shm_path)
+        size = shm_bytes(ctx.shm_path)
     except OSError as exc:
         return [unknown("shm", f"{ctx.shm_path}: {exc.strerror}")]
-    size = st.f_blocks * st.f_frsize
     if size >= SHM_MIN_BYTES:
         return []
     return [Finding(

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from distrun.accelerators.inventory import NodeInventory
-from distrun.accelerators.vendors import ALL_BACKENDS, VENDORS, vendors_for_backend
+from distrun.accelerators.vendors import (
+    ALL_BACKENDS,
+    GENERIC_BACKENDS,
+    KNOWN_BACKENDS,
+    VENDORS,
+    vendors_for_backend,
+)
 from distrun.plan.model import Finding, LaunchPlan, Request
 
 Rule = Callable[[Request, Sequence[NodeInventory], LaunchPlan], list[Finding]]
-GENERIC_BACKENDS = frozenset({"gloo", "mpi", "ucc"})
 
 
 def nproc_exceeds_devices(req: Request, nodes: Sequence[NodeInventory], plan: LaunchPlan
@@ -60,7 +65,7 @@ def backend_fits(req: Request, nodes: Sequence[NodeInventory], plan: LaunchPlan)
     if backend in vendor.backends or backend in GENERIC_BACKENDS:
         return []
     if backend not in ALL_BACKENDS:
-        known = ", ".join(sorted(ALL_BACKENDS | GENERIC_BACKENDS))
+        known = ", ".join(sorted(KNOWN_BACKENDS))
         return [Finding(id="backend-unknown", severity="error",
                         message=f"backend {backend!r} is not a collective backend distrun knows",
                         fix=f"use one of {known}, or leave --backend out ({vendor.backend} here)")]

@@ -21,13 +21,12 @@ from rich.table import Table
 
 from distrun import __version__, cluster
 from distrun.accelerators.detect import Detection, detect
-from distrun.checks.host import HostContext, host_findings
+from distrun.accelerators.vendors import KNOWN_BACKENDS
+from distrun.checks.host import HostContext, host_findings, shm_bytes
 from distrun.cli import exitcodes, render
 from distrun.cli.args import OneLineParser
 from distrun.plan import Request, build
 from distrun.plan.model import Finding
-
-BACKENDS = ("gloo", "nccl", "mpi", "ucc", "xccl", "hccl", "eccl", "cncl")
 
 
 def software() -> dict[str, Any]:
@@ -46,8 +45,8 @@ def backends() -> dict[str, bool | None]:
     try:
         import torch.distributed as dist
     except ImportError:
-        return dict.fromkeys(BACKENDS)
-    return {b: bool(dist.is_available() and dist.is_backend_available(b)) for b in BACKENDS}
+        return dict.fromkeys(KNOWN_BACKENDS)
+    return {b: bool(dist.is_available() and dist.is_backend_available(b)) for b in KNOWN_BACKENDS}
 
 
 def interfaces() -> list[dict[str, Any]]:
@@ -60,12 +59,11 @@ def interfaces() -> list[dict[str, Any]]:
     return out
 
 
-def shm_bytes(path: str = "/dev/shm") -> int | None:
+def shm_total(path: str = "/dev/shm") -> int | None:
     try:
-        st = os.statvfs(path)
+        return shm_bytes(path)
     except OSError:
         return None
-    return st.f_blocks * st.f_frsize
 
 
 def cluster_info(env: Mapping[str, str]) -> dict[str, Any]:
@@ -104,7 +102,7 @@ def gather(env: Mapping[str, str]) -> dict[str, Any]:
         "software": software(),
         "backends": backends(),
         "libuv": not any(f.id == "libuv-missing" for f in findings),
-        "shm_bytes": shm_bytes(),
+        "shm_bytes": shm_total(),
         "interfaces": interfaces(),
         "findings": [f.model_dump() for f in findings],
     }

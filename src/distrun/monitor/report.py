@@ -4,7 +4,6 @@ time, events, and a rank table where stragglers, idle devices and stalls stand o
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from collections import defaultdict
 from html import escape
@@ -13,7 +12,7 @@ from typing import Any
 
 from distrun.monitor import svg
 from distrun.monitor.snapshot import snapshot
-from distrun.monitor.state import RunState, epoch
+from distrun.monitor.state import EventTail, RunState, epoch
 
 STRAGGLER = 0.8  # below this fraction of the median throughput a rank is a straggler
 EVENT_COLOURS = {"stalled": "#d62728", "stall_verdict": "#d62728", "rank_exited": "#d62728",
@@ -22,26 +21,12 @@ TIMELINE = ("launch_started", "workers_started", "rank_joined", "verified", "sta
             "rank_exited", "orphans_ended", "job_finished")
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
 class Series:
     """Every time series the page plots, read once from the run directory."""
 
     def __init__(self, run: Path) -> None:
-        self.events = _lines(run / "events.jsonl")
-        self.samples = _lines(run / "samples.jsonl")
+        self.events = EventTail(run / "events.jsonl").read()
+        self.samples = EventTail(run / "samples.jsonl").read()
         times = [epoch(e.get("time")) for e in self.events]
         self.t0 = min((t for t in times if t is not None), default=0.0)
         self.t_end = max((t for t in times if t is not None), default=self.t0)

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Mapping
 from types import ModuleType
 
-from distrun.accelerators.vendors import VENDORS
+from distrun.accelerators.vendors import KNOWN_BACKENDS, VENDORS
 from distrun.errors import DistrunError
 from distrun.runtime.errors import InitError
 
@@ -172,8 +172,7 @@ def _default(device_type: str) -> str:
 def available_backends() -> list[str]:
     import torch.distributed as dist
 
-    names = ("gloo", "nccl", "mpi", "ucc", "xccl", "ccl", "hccl", "eccl", "cncl")
-    return [b for b in names if dist.is_backend_available(b)]
+    return [b for b in KNOWN_BACKENDS if dist.is_backend_available(b)]
 
 
 def _torch_version() -> str:

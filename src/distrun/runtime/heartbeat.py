@@ -11,14 +11,11 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+
+from distrun.launch.rundir import utc_now
 
 RECORD_BYTES = 64
 EVENT_EVERY_S = 1.0
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Heartbeat:
