@@ -16,7 +16,7 @@ import time
 
 from distrun.checks.preflight import preflight
 from distrun.export import FORMATS, ExportOptions, render
-from distrun.plan.model import LaunchPlan, Request
+from distrun.model.plan import LaunchPlan, Request
 
 TARGET_S = 1.0
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from distrun.accelerators.inventory import parse_declared
 from distrun.export import ExportOptions
-from distrun.plan.model import LaunchPlan, Request
+from distrun.model.plan import LaunchPlan, Request
 from distrun.plan.planner import build
 
 

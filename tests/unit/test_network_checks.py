@@ -19,7 +19,7 @@ from distrun.checks.network import (
 )
 from distrun.checks.nodesync import NodesMissing, compare, join, serve
 from distrun.plan import Request, build
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 # psutil.net_if_addrs shapes, reduced to names and addresses (see checks.network.interface_addrs)
 IFACES = {"lo": ["127.0.0.1", "::1"], "eth0": ["10.201.0.2"], "ib0": ["192.168.7.2"]}

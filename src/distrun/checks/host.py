@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from distrun.accelerators.vendors import VENDORS, VendorId
-from distrun.plan.model import Finding, LaunchPlan
+from distrun.model.plan import Finding, LaunchPlan
 
 SHM_MIN_BYTES = 1 << 30
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})

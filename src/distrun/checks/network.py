@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from distrun.errors import DistrunError
-from distrun.plan.model import Finding, LaunchPlan
+from distrun.model.plan import Finding, LaunchPlan
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 

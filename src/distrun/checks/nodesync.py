@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distrun.errors import DistrunError
-from distrun.plan.model import Finding, Severity
+from distrun.model.plan import Finding, Severity
 
 PROTOCOL = "distrun-node-sync/1"
 CLOCK_SKEW_S = 5.0

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from distrun.accelerators.detect import detect
 from distrun.accelerators.inventory import NodeInventory, parse_declared
 from distrun.checks.host import HostContext, host_findings
-from distrun.plan.model import Finding, LaunchPlan, Request
+from distrun.model.plan import Finding, LaunchPlan, Request
 from distrun.plan.planner import build
 
 

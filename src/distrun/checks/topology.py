@@ -12,7 +12,7 @@ from distrun.accelerators.vendors import (
     VENDORS,
     vendors_for_backend,
 )
-from distrun.plan.model import Finding, LaunchPlan, Request
+from distrun.model.plan import Finding, LaunchPlan, Request
 
 Rule = Callable[[Request, Sequence[NodeInventory], LaunchPlan], list[Finding]]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from distrun.errors import UsageError
-from distrun.plan.model import Request
+from distrun.model.plan import Request
 
 # Flags whose torchrun default distrun replaces with a value from the plan, when left out.
 _FILLED = {

@@ -26,7 +26,7 @@ from distrun.checks.host import HostContext, host_findings, shm_bytes
 from distrun.cli import exitcodes, render
 from distrun.cli.args import OneLineParser
 from distrun.plan import Request, build
-from distrun.plan.model import Finding
+from distrun.model.plan import Finding
 
 
 def software() -> dict[str, Any]:

@@ -27,7 +27,7 @@ from distrun.launch import fanout, multinode
 from distrun.launch.launcher import Outcome, launch
 from distrun.launch.rundir import RunDir, default_path, redact
 from distrun.plan.allocation import from_slurm
-from distrun.plan.model import LaunchPlan, Request
+from distrun.model.plan import LaunchPlan, Request
 
 
 def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

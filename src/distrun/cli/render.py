@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from distrun.plan.model import Finding, LaunchPlan
+from distrun.model.plan import Finding, LaunchPlan
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

@@ -1,4 +1,4 @@
-"""Renderers from a :class:`~distrun.plan.model.LaunchPlan` to other tools' launch artefacts.
+"""Renderers from a :class:`~distrun.model.plan.LaunchPlan` to other tools' launch artefacts.
 
 Each format is a pure function ``render(plan, options)``: text (or, for ``shell``, a mapping of
 file name to text), no I/O. Every argument is shell-quoted; YAML is written by PyYAML.
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from distrun.export import accelerate, deepspeed, k8s, shell, slurm
 from distrun.export.common import ExportError
 from distrun.export.options import ExportOptions
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 Rendered = str | dict[str, str]
 

@@ -12,7 +12,7 @@ import yaml
 
 from distrun.export.common import ExportError, rdzv_port, summary
 from distrun.export.options import ExportOptions
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 # torch device type -> accelerate's DistributedType for more than one process.
 DISTRIBUTED_TYPE = {"cuda": "MULTI_GPU", "xpu": "MULTI_XPU", "npu": "MULTI_NPU",

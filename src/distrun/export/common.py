@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Iterable
 
 from distrun.errors import UsageError
-from distrun.plan.model import LaunchPlan, NodePlan
+from distrun.model.plan import LaunchPlan, NodePlan
 
 DEFAULT_RDZV_PORT = 29500
 _TOPOLOGY_FLAGS = {"--nnodes", "--node-rank", "--master-addr", "--master-port", "--rdzv-backend",

@@ -10,7 +10,7 @@ import shlex
 
 from distrun.export.common import ExportError, rdzv_port, summary
 from distrun.export.options import ExportOptions
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 
 def render(plan: LaunchPlan, options: ExportOptions) -> str:

@@ -14,7 +14,7 @@ import yaml
 
 from distrun.export.common import rdzv_port, summary, worker_args
 from distrun.export.options import ExportOptions, check_k8s_name
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 
 class Text(str):

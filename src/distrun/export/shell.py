@@ -6,7 +6,7 @@ import shlex
 
 from distrun.export.common import ranks_text, strip_env, summary
 from distrun.export.options import ExportOptions
-from distrun.plan.model import LaunchPlan, NodePlan
+from distrun.model.plan import LaunchPlan, NodePlan
 
 
 def script(plan: LaunchPlan, node: NodePlan, command: str, options: ExportOptions) -> str:

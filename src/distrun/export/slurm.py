@@ -11,7 +11,7 @@ import shlex
 
 from distrun.export.common import quote_all, rdzv_port, summary, worker_args
 from distrun.export.options import ExportOptions
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 # Slurm's gres/gpu plugin sets these for the devices it allocates; the script leaves them alone.
 SET_BY_SLURM = frozenset({"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from distrun.errors import UsageError
-from distrun.plan.model import Request
+from distrun.model.plan import Request
 from distrun.plan.planner import DEFAULT_MASTER_PORT
 
 # -tt: the remote command gets a terminal, so it is hung up (SIGHUP) when the ssh ends

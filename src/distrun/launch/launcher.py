@@ -16,7 +16,7 @@ from distrun.launch import reaper
 from distrun.launch.rundir import RunDir
 from distrun.monitor.stall import EXIT_STALLED
 from distrun.monitor.watcher import watch
-from distrun.plan.model import LaunchPlan
+from distrun.model.plan import LaunchPlan
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
 

@@ -20,7 +20,7 @@ from distrun.checks.network import NetworkSetup, network_setup, probe_master
 from distrun.checks.nodesync import join, local_facts, serve
 from distrun.cli import exitcodes, render
 from distrun.errors import DistrunError, UsageError
-from distrun.plan.model import Finding, LaunchPlan
+from distrun.model.plan import Finding, LaunchPlan
 
 DEFAULT_MASTER_WAIT_S = 300.0
 

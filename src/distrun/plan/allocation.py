@@ -14,7 +14,7 @@ from dataclasses import replace
 from distrun.cluster.base import ClusterEnvironment
 from distrun.cluster.slurm import Slurm, SlurmAllocation, default_port, expand_nodes
 from distrun.errors import UsageError
-from distrun.plan.model import Request
+from distrun.model.plan import Request
 
 
 def has_topology(req: Request) -> bool:

@@ -10,7 +10,7 @@ from distrun.accelerators.inventory import NodeInventory
 from distrun.accelerators.vendors import VENDORS
 from distrun.checks.topology import topology_findings
 from distrun.errors import UsageError
-from distrun.plan.model import Finding, LaunchPlan, NodePlan, Request
+from distrun.model.plan import Finding, LaunchPlan, NodePlan, Request
 
 DEFAULT_MASTER_PORT = 29500
 
