@@ -9,8 +9,8 @@ import pytest
 
 from distrun.errors import UsageError
 from distrun.launch.fanout import node_commands, parse_hostfile, strip_own
-from distrun.plan.allocation import from_slurm
 from distrun.model.plan import Request
+from distrun.plan.allocation import from_slurm
 from tests.conftest import run_cli
 
 # What srun --ntasks-per-node=1 gives node 1's task of a 2-node batch job (job 4, nodes n[0-1]).

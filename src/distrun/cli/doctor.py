@@ -25,8 +25,8 @@ from distrun.accelerators.vendors import KNOWN_BACKENDS
 from distrun.checks.host import HostContext, host_findings, shm_bytes
 from distrun.cli import exitcodes, render
 from distrun.cli.args import OneLineParser
-from distrun.plan import Request, build
 from distrun.model.plan import Finding
+from distrun.plan import Request, build
 
 
 def software() -> dict[str, Any]:

@@ -26,8 +26,8 @@ from distrun.errors import UsageError
 from distrun.launch import fanout, multinode
 from distrun.launch.launcher import Outcome, launch
 from distrun.launch.rundir import RunDir, default_path, redact
-from distrun.plan.allocation import from_slurm
 from distrun.model.plan import LaunchPlan, Request
+from distrun.plan.allocation import from_slurm
 
 
 def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

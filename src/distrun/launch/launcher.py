@@ -14,9 +14,9 @@ from typing import Any
 
 from distrun.launch import reaper
 from distrun.launch.rundir import RunDir
+from distrun.model.plan import LaunchPlan
 from distrun.monitor.stall import EXIT_STALLED
 from distrun.monitor.watcher import watch
-from distrun.model.plan import LaunchPlan
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
 
