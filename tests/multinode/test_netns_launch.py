@@ -116,7 +116,9 @@ def test_wrong_master_fails_fast_naming_address_and_port(marker: str,
     _, err = proc.communicate(timeout=60)
     took = time.monotonic() - started
     assert proc.returncode == 3, err[-2000:]
-    assert took < 15, f"took {took:.1f} s"
+    # the master probe gives up in ~6.5 s; torchrun alone waits 900 s. The bound leaves room
+    # for a loaded 2-core CI machine without letting a rendezvous timeout pass.
+    assert took < 60, f"took {took:.1f} s"
     assert f"cannot reach the master {wrong}:29613" in err
     assert "firewall" in err and "wrong address" in err
     assert not (tmp_path / "run1" / "events.jsonl").exists()  # no training process started
