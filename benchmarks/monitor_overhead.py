@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from distrun.launch.rundir import RunDir
-from distrun.monitor.watcher import WatchConfig, Watcher
+from distrun.monitor.watcher import LauncherActions, WatchConfig, Watcher
 from distrun.runtime.heartbeat import Heartbeat
 
 STEP_BUDGET_US = 50.0
@@ -55,7 +55,7 @@ def tick_cost(run_dir: RunDir, ranks: int, seconds: float) -> float:
     threads = [threading.Thread(target=beater, args=(run_dir.path, r, stop)) for r in range(ranks)]
     for t in threads:
         t.start()
-    watcher = Watcher(run_dir, WatchConfig(stall_timeout_s=3600))
+    watcher = Watcher(run_dir, None, WatchConfig(stall_timeout_s=3600), LauncherActions(run_dir))
     cpu, wall = 0.0, time.monotonic()
     end = wall + seconds
     while time.monotonic() < end:

@@ -27,6 +27,7 @@ from distrun.model.record import (
     parse_event,
     read_plan,
 )
+
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
 
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

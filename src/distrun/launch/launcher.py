@@ -16,7 +16,7 @@ from distrun.model.plan import LaunchPlan
 from distrun.model.record import JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir
 from distrun.monitor.stall import EXIT_STALLED
-from distrun.monitor.watcher import watch
+from distrun.monitor.watcher import LauncherActions, WatchConfig, watch
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
 
@@ -145,7 +145,8 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
               nproc_per_node=plan.nproc_per_node, backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
-    watcher = watch(run, getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    config = WatchConfig(getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    watcher = watch(run, plan, config, LauncherActions(run))
     try:
         outcome = run_job(plan, ns, run, node_rank, echo)
     finally:

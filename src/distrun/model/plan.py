@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from pydantic import BaseModel, ConfigDict
 
 from distrun.model.findings import Finding, Severity

@@ -13,8 +13,7 @@ needs pydantic and is imported only on the host side.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -433,27 +432,3 @@ def _implausible(plan: LaunchPlan) -> str:
     if any(not 0 <= i < MAX_RANK for node in plan.nodes for i in node.visible_devices):
         return "nodes[].visible_devices hold device indices out of range"
     return ""
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of a file, without reading more than one line at once."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115
-    except OSError:
-        return
-    with fh:
-        for number, line in enumerate(fh, start=1):
-            yield number, line
-
-
-def pid_alive(pid: int | None) -> bool | None:
-    """Is the process there (None: cannot tell)?"""
-    if not pid or pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return None
-    return True
