@@ -93,7 +93,7 @@ def test_chosen_run_dir_empty_is_used_non_empty_or_link_is_refused(tmp_path: Pat
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "events.jsonl").write_text("")
-    with pytest.raises(RunDirError, match="is not empty.*choose a new folder"):
+    with pytest.raises(RunDirError, match=r"is not empty.*choose a new folder"):
         rundir.create(busy, chosen=True)
     (tmp_path / "link").symlink_to(empty)
     with pytest.raises(RunDirError, match="is a symbolic link: choose a new folder"):
