@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -112,6 +114,33 @@ def test_launch_into_an_existing_run_is_refused_in_one_line(tmp_path: Path) -> N
                     str(JOBS / "steady.py")], cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert f"--run-dir {run} is not empty (it may hold another run): choose a new folder" in (
-        done.stderr)
+    assert done.stderr.splitlines()[-1].startswith(
+        f"distrun launch: error: --run-dir {run} is not empty (it may hold another run): "
+        "choose a new folder")
     assert (run / "events.jsonl").read_text() == '{"event": "launch_started"}\n'
+
+
+def test_a_run_whose_launcher_died_shows_as_ended_abnormally(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run = RunDir.create(tmp_path / "run")
+    run.event("launch_started", pid=dead.pid, node_rank=0, world_size=1)
+    run.event("workers_started", attempt=0, world_size=1, ranks={"0": {"local_rank": 0}})
+    run.close()
+    done = run_cli(["monitor", str(run.path), "--json"], cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "ended-abnormally"
+    run_cli(["report", str(run.path)], cwd=tmp_path, timeout=60)
+    assert "status <b>ended-abnormally</b>" in (run.path / "report.html").read_text()
+
+
+def test_report_refuses_to_write_through_a_link_in_one_line(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "run")
+    run.event("launch_started", pid=os.getpid())
+    run.close()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (run.path / "report.html").symlink_to(victim)
+    done = run_cli(["report", str(run.path)], cwd=tmp_path, timeout=60)
+    assert done.returncode == 0 and victim.read_text() == "precious\n"
+    assert not (run.path / "report.html").is_symlink()

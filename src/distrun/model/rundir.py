@@ -40,6 +40,13 @@ MAX_SUFFIX = 1000
 class RunDirError(OSError):
     """A run directory that cannot be used: the message names the path and the fix."""
 
+    def __init__(self, errno: int | None, message: str) -> None:
+        super().__init__(errno or 0, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
 
 def utc_now() -> str:
     """The time stamp of events and log lines: ``2025-01-01T00:00:00.000000Z``."""
@@ -97,13 +104,17 @@ def make_dir(path: Path) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
     """Write through a new temporary file and rename it over ``path`` (rename replaces a link
     itself, never its target)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = open_new(tmp)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, indent=2, default=str) + "\n")
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
