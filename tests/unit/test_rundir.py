@@ -132,6 +132,12 @@ def test_a_run_whose_launcher_died_shows_as_ended_abnormally(tmp_path: Path) -> 
     assert json.loads(done.stdout)["status"] == "ended-abnormally"
     run_cli(["report", str(run.path)], cwd=tmp_path, timeout=60)
     assert "status <b>ended-abnormally</b>" in (run.path / "report.html").read_text()
+    elsewhere = RunDir.create(tmp_path / "elsewhere")  # a launcher on another host: not judged
+    elsewhere.event("launch_started", pid=dead.pid, host="node-b.invalid", node_rank=1)
+    elsewhere.event("workers_started", attempt=0, world_size=1, ranks={"0": {"local_rank": 0}})
+    elsewhere.close()
+    done = run_cli(["monitor", str(elsewhere.path), "--json"], cwd=tmp_path, timeout=60)
+    assert json.loads(done.stdout)["status"] == "running"
 
 
 def test_report_refuses_to_write_through_a_link_in_one_line(tmp_path: Path) -> None:

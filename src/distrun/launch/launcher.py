@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Callable, MutableMapping
@@ -141,8 +142,9 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
            echo: Callable[[int, int], bool]) -> JobOutcome:
     """Start, wait, and leave nothing behind."""
     apply_env(plan, node_rank, os.environ)
-    run.event("launch_started", pid=os.getpid(), node_rank=node_rank, world_size=plan.world_size,
-              nproc_per_node=plan.nproc_per_node, backend=plan.backend)
+    run.event("launch_started", pid=os.getpid(), host=socket.gethostname(), node_rank=node_rank,
+              world_size=plan.world_size, nproc_per_node=plan.nproc_per_node,
+              backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
     config = WatchConfig(getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))

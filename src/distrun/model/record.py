@@ -71,6 +71,7 @@ class _Event(_Record):
 class LaunchStarted(_Event):
     event: Literal["launch_started"]
     pid: Pid | None = None
+    host: str | None = None  # where the launcher runs (its pid means something only there)
     node_rank: Count = 0
     world_size: Count | None = None
     nproc_per_node: Count | None = None

@@ -3,6 +3,7 @@ table, its ``--json`` output and its Prometheus metrics."""
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
@@ -49,7 +50,9 @@ def status(state: RunState) -> str:
     """The job's status; a launcher that is gone without recording an end ended abnormally."""
     if state.finished is not None:
         return state.finished.status or JobStatus.ENDED_ABNORMALLY.value
-    if state.launcher_pid is not None and not _alive(state.launcher_pid, state.launched_at):
+    here = state.launcher_host in (None, socket.gethostname())
+    if here and state.launcher_pid is not None and not _alive(state.launcher_pid,
+                                                               state.launched_at):
         return JobStatus.ENDED_ABNORMALLY.value
     return JobStatus.RUNNING.value if state.workers_at else "starting"
 

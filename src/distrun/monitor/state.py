@@ -98,6 +98,7 @@ class RunState:
         self.summary: dict[str, Any] = {}
         self.node_rank = 0
         self.launcher_pid: int | None = None
+        self.launcher_host: str | None = None
         self.launched_at: float | None = None
         self.workers_at: float | None = None
         self.workers: WorkersStarted | None = None  # the latest (master, ranks)
@@ -156,8 +157,8 @@ class RunState:
     def apply(self, event: Event) -> None:
         when = event.at
         if isinstance(event, LaunchStarted):
-            self.node_rank, self.launched_at, self.launcher_pid = (
-                event.node_rank, when, event.pid)
+            self.node_rank, self.launched_at = event.node_rank, when
+            self.launcher_pid, self.launcher_host = event.pid, event.host
             self.ranks = {r: self.ranks.get(r, RankState(r)) for r in self.expected()}
         elif isinstance(event, WorkersStarted):
             self._on_workers(event, when)
