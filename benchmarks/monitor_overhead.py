@@ -17,8 +17,11 @@ import threading
 import time
 from pathlib import Path
 
+from distrun.accelerators.inventory import parse_declared
 from distrun.launch.rundir import RunDir
-from distrun.monitor.watcher import WatchConfig, Watcher
+from distrun.model.plan import Request
+from distrun.monitor.watcher import LauncherActions, WatchConfig, Watcher
+from distrun.plan.planner import build
 from distrun.runtime.heartbeat import Heartbeat
 
 STEP_BUDGET_US = 50.0
@@ -55,7 +58,7 @@ def tick_cost(run_dir: RunDir, ranks: int, seconds: float) -> float:
     threads = [threading.Thread(target=beater, args=(run_dir.path, r, stop)) for r in range(ranks)]
     for t in threads:
         t.start()
-    watcher = Watcher(run_dir, WatchConfig(stall_timeout_s=3600))
+    watcher = Watcher(run_dir, None, WatchConfig(stall_timeout_s=3600), LauncherActions(run_dir))
     cpu, wall = 0.0, time.monotonic()
     end = wall + seconds
     while time.monotonic() < end:
@@ -78,9 +81,9 @@ def main() -> int:
     ns = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run = RunDir(Path(tmp) / "run")
-        run.write_json("plan.json", {"world_size": ns.ranks, "device_type": "cpu",
-                                     "vendor": "cpu", "nodes": [{"node_rank": 0,
-                                                                 "ranks": list(range(ns.ranks))}]})
+        plan = build(Request(script="train.py", nproc_per_node=str(ns.ranks)),
+                     parse_declared(f"1x{ns.ranks}xcpu"))
+        run.write_json("plan.json", plan.model_dump())
         per_step = step_cost(run.path)
         percent = tick_cost(run, ns.ranks, ns.seconds)
         run.close()

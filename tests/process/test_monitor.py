@@ -23,7 +23,7 @@ from distrun.launch.rundir import RunDir
 from distrun.model.plan import Request
 from distrun.monitor.devices import NvmlSampler
 from distrun.monitor.state import epoch
-from distrun.monitor.watcher import WatchConfig, Watcher
+from distrun.monitor.watcher import LauncherActions, WatchConfig, Watcher
 from distrun.plan.planner import build
 from tests.conftest import cli_env, processes_with, run_cli
 from tests.unit.test_monitor_samplers import fake_nvml
@@ -108,8 +108,8 @@ def test_one_process_on_a_declared_8_device_node_warns_7_idle(tmp_path: Path,
     boards = [{**H100, "util": 97, "used": 40 * 2**30, "pids": [child.pid]},
               *[dict(H100) for _ in range(7)]]
     out = io.StringIO()
-    watcher = Watcher(run, WatchConfig(interval_s=0.2, settle_s=0.5),
-                      sampler=NvmlSampler(fake_nvml(boards)), out=out)
+    watcher = Watcher(run, plan, WatchConfig(interval_s=0.2, settle_s=0.5),
+                      LauncherActions(run, out), sampler=NvmlSampler(fake_nvml(boards)))
     watcher.start()
     try:
         deadline = time.monotonic() + 8

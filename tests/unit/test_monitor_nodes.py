@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from distrun.accelerators.inventory import parse_declared
+from distrun.model.plan import Request
+from distrun.model.record import BadLine, parse_event
 from distrun.monitor.nodes import (
     LostNode,
     NodeBeat,
@@ -23,6 +26,7 @@ from distrun.monitor.nodes import (
 )
 from distrun.monitor.nodewatch import NodeWatch
 from distrun.monitor.state import RunState
+from distrun.plan.planner import build
 
 NOW = 1000.0
 
@@ -141,10 +145,14 @@ def test_links_see_each_other_through_a_real_store_and_notice_silence() -> None:
 
 
 def test_single_node_jobs_start_no_link(tmp_path: Path) -> None:
-    (tmp_path / "plan.json").write_text(json.dumps({"nnodes": 1, "world_size": 2}))
-    state = RunState(tmp_path)
-    state.apply({"event": "workers_started", "master_addr": "127.0.0.1", "master_port": "1",
-                 "ranks": {"0": {"node_rank": 0, "host": "h"}, "1": {"node_rank": 0}}})
+    plan = build(Request(script="train.py", nproc_per_node="2"), parse_declared("1x2xH100-80GB"))
+    state = RunState(tmp_path, plan)
+    event = parse_event(json.dumps({
+        "event": "workers_started", "master_addr": "127.0.0.1", "master_port": "1",
+        "ranks": {"0": {"node_rank": 0, "host": "h"}, "1": {"node_rank": 0}}}))
+    assert not isinstance(event, BadLine)
+    state.apply(event)
+    assert plan.nnodes == 1 and state.workers is not None and sorted(state.workers.ranks) == [0, 1]
     watch = NodeWatch(state, 5.0)
     watch.update()
     assert watch.link is None and watch.lost(NOW) == [] and not watch.holds_stall(NOW)

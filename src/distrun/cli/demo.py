@@ -17,11 +17,12 @@ from distrun.accelerators.detect import detect
 from distrun.cli import exitcodes
 from distrun.cli import launch as launch_cli
 from distrun.launch.rundir import default_path
+from distrun.model import rundir
 
 
 def main(argv: list[str]) -> int:
     script = str(resources.files("distrun.demo") / "train.py")
-    run_dir = default_path("demo")
+    run_dir = rundir.create(default_path("demo"), chosen=False)  # empty: launch takes it
     flags = list(argv)
     if "--nproc-per-node" not in flags and not detect().node.is_accelerated:
         flags += ["--nproc-per-node", "2"]

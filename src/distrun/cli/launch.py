@@ -24,9 +24,10 @@ from distrun.cli.watchflags import add_watch_flags
 from distrun.cluster.slurm import node_address
 from distrun.errors import UsageError
 from distrun.launch import fanout, multinode
-from distrun.launch.launcher import Outcome, launch
-from distrun.launch.rundir import RunDir, default_path, redact
+from distrun.launch.launcher import launch
+from distrun.launch.rundir import RunDir, RunDirError, default_path, redact
 from distrun.model.plan import LaunchPlan, Request
+from distrun.model.record import JobOutcome, JobStatus
 from distrun.plan.allocation import from_slurm
 
 
@@ -101,7 +102,11 @@ def node_suffix(plan: LaunchPlan, node_rank: int) -> str:
 
 def start(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int, err: Console) -> int:
     name = Path(ns.training_script).stem + node_suffix(plan, node_rank)
-    run = RunDir(Path(ns.run_dir) if ns.run_dir else default_path(name))
+    try:
+        run = RunDir.create(Path(ns.run_dir) if ns.run_dir else default_path(name),
+                            chosen=bool(ns.run_dir))
+    except RunDirError as exc:
+        raise UsageError(str(exc), fix="pass --run-dir with a new folder") from None
     run.write_json("plan.json", plan.model_dump())
     run.write_json("env.json", redact(os.environ))
     os.environ["DISTRUN_RUN_DIR"] = str(run.path.resolve())
@@ -111,8 +116,8 @@ def start(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int, err: Console
     summary = summarize(plan, outcome, run, node_rank)
     run.write_json("summary.json", summary)
     run.close()
-    report(err, summary, run)
-    if outcome.status == "failed":
+    report(err, outcome, plan.world_size, run)
+    if outcome.status is JobStatus.FAILED:
         explain(run.path)
     if ns.json:
         print(json.dumps(summary, indent=2))
@@ -133,9 +138,10 @@ def echo_filter(ns: argparse.Namespace) -> Callable[[int, int], bool]:
     return lambda rank, local: rank == 0 or local in chosen
 
 
-def summarize(plan: LaunchPlan, outcome: Outcome, run: RunDir, node_rank: int) -> dict[str, object]:
+def summarize(plan: LaunchPlan, outcome: JobOutcome, run: RunDir,
+              node_rank: int) -> dict[str, object]:
     return {
-        "status": outcome.status,
+        "status": outcome.status.value,
         "exitcode": outcome.exitcode,
         "message": outcome.message,
         "world_size": plan.world_size,
@@ -144,31 +150,34 @@ def summarize(plan: LaunchPlan, outcome: Outcome, run: RunDir, node_rank: int) -
         "device_type": plan.device_type,
         "backend": plan.backend,
         "first_failure": outcome.first_failure,
-        "failures": {str(k): v for k, v in outcome.failures.items()},
+        "failures": outcome.failures_json(),
         "run_dir": str(run.path),
     }
 
 
-def report(err: Console, summary: dict[str, object], run: RunDir) -> None:
-    status = summary["status"]
-    if status == "succeeded":
-        err.print(f"distrun: job succeeded ({summary['world_size']} ranks); run directory: "
-                  f"{run.path}", highlight=False)
+def report(err: Console, outcome: JobOutcome, world_size: int, run: RunDir) -> None:
+    """One line on how the job ended (user and log text printed as text, never markup)."""
+    if outcome.status is JobStatus.SUCCEEDED:
+        say(err, f"distrun: job succeeded ({world_size} ranks); run directory: {run.path}")
         return
-    first = summary["first_failure"]
-    if status == "stalled":
-        err.print(f"distrun: job stopped after a stall (exit status {summary['exitcode']}): "
-                  f"{summary['message']}; run directory: {run.path}", highlight=False)
+    first = outcome.first_failure
+    if outcome.status is JobStatus.STALLED:
+        say(err, f"distrun: job stopped after a stall (exit status {outcome.exitcode}): "
+                 f"{outcome.message}; run directory: {run.path}")
         return
     if first is None:
-        err.print(f"distrun: job {status}: {summary['message']}; run directory: {run.path}",
-                  highlight=False)
+        say(err, f"distrun: job {outcome.status.value}: {outcome.message}; run directory: "
+                 f"{run.path}")
         return
-    log = run.rank_log(int(str(first)))
-    err.print(f"distrun: job failed: rank {first} first ({summary['message']}); exit status "
-              f"{summary['exitcode']}; its log: {log}", highlight=False)
+    log = run.rank_log(first)
+    say(err, f"distrun: job failed: rank {first} first ({outcome.message}); exit status "
+             f"{outcome.exitcode}; its log: {log}")
     for line in tail(log, 8):
-        err.print(f"  {line}", highlight=False, markup=False)
+        say(err, f"  {line}")
+
+
+def say(err: Console, text: str) -> None:
+    err.print(text, highlight=False, markup=False)
 
 
 def tail(path: Path, n: int) -> list[str]:

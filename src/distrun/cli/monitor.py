@@ -19,12 +19,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from distrun.cli import exitcodes
 from distrun.cli.args import OneLineParser
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
-from distrun.monitor.snapshot import snapshot
+from distrun.monitor.snapshot import problems, snapshot
 from distrun.monitor.state import RunState, latest_run
 
 NA = "n/a"
@@ -61,6 +62,7 @@ def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
     state = RunState(resolve(ns.run_dir, os.environ))
     state.refresh()
+    warn(problems(state))
     if ns.json:
         print(json.dumps(snapshot(state, stall_timeout_s=ns.stall_timeout), indent=2))
         return exitcodes.OK
@@ -71,6 +73,12 @@ def main(argv: list[str]) -> int:
     if ns.metrics_port is not None:
         serve_metrics(state, ns.metrics_port, ns.metrics_addr, ns.stall_timeout)
     return live(state, console, ns.interval, ns.stall_timeout)
+
+
+def warn(lines: list[str]) -> None:
+    """What could not be read, one line each on stderr: the rest is still shown."""
+    for line in lines:
+        print(f"distrun monitor: warning: {line}", file=sys.stderr)
 
 
 def live(state: RunState, console: Console, interval: float, timeout: float) -> int:
@@ -104,23 +112,26 @@ def table(snap: dict[str, Any]) -> Table:
     for r in snap["ranks"]:
         d = by_rank.get(r["rank"], {})
         style = {"stalled": "bold red", "quiet": "yellow", "exited": "dim"}.get(r["status"])
-        t.add_row(_fmt(r["node_rank"]), str(r["rank"]), _fmt(r["local_rank"]),
-                  r["device"] or NA, _util(d), _mem(d), _fmt(r["step"]),
-                  _fmt(r["steps_per_second"], ".2f"), _fmt(r["loss"], ".4g"),
-                  _fmt(r["heartbeat_age_s"], ".1f", " s"), _fmt(r["cpu_percent"], ".0f", "%"),
-                  r["status"], style=style)
+        cells = (_fmt(r["node_rank"]), str(r["rank"]), _fmt(r["local_rank"]),
+                 r["device"] or NA, _util(d), _mem(d), _fmt(r["step"]),
+                 _fmt(r["steps_per_second"], ".2f"), _fmt(r["loss"], ".4g"),
+                 _fmt(r["heartbeat_age_s"], ".1f", " s"), _fmt(r["cpu_percent"], ".0f", "%"),
+                 r["status"])
+        t.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells), style=style)
     for d in snap["devices"]:
         if not d["ranks"]:
-            t.add_row(_fmt(snap["node_rank"]), "-", "-", f"{snap['device_type']} {d['index']}",
-                      _util(d), _mem(d), "", "", "", "", "", "IDLE: no rank", style="bold yellow")
+            cells = (_fmt(snap["node_rank"]), "-", "-", f"{snap['device_type']} {d['index']}",
+                     _util(d), _mem(d), "", "", "", "", "", "IDLE: no rank")
+            t.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells),
+                      style="bold yellow")
     return t
 
 
-def _util(d: dict[str, Any]) -> str:
+def _util(d: dict[str, Any]) -> Text:
     if not d:
-        return NA
+        return Text(NA)
     text = _fmt(d.get("utilization_percent"), ".0f", "%")
-    return f"[bold yellow]{text}[/]" if d.get("idle") else text
+    return Text(text, style="bold yellow") if d.get("idle") else Text(text)
 
 
 def _mem(d: dict[str, Any]) -> str:
@@ -129,13 +140,14 @@ def _mem(d: dict[str, Any]) -> str:
     return f"{_gib(d['memory_used_bytes'])}/{_gib(d.get('memory_total_bytes'))}"
 
 
-def _title(snap: dict[str, Any]) -> str:
-    text = (f"{snap['run_dir']}  {snap['status']}  {snap['world_size']} ranks "
-            f"({snap['backend']}, {snap['device_type']})")
+def _title(snap: dict[str, Any]) -> Text:
+    """Run-directory text is never markup (a path or a message may hold ``[...]``)."""
+    text = Text(f"{snap['run_dir']}  {snap['status']}  {snap['world_size']} ranks "
+                f"({snap['backend']}, {snap['device_type']})")
     if snap.get("devices_unavailable"):
-        text += f"\ndevice metrics not available: {snap['devices_unavailable']}"
+        text.append(f"\ndevice metrics not available: {snap['devices_unavailable']}")
     if snap.get("verdict"):
-        text += f"\n[bold red]STALLED: {snap['verdict']}[/]"
+        text.append(f"\nSTALLED: {snap['verdict']}", style="bold red")
     return text
 
 

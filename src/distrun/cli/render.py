@@ -8,7 +8,7 @@ from rich.table import Table
 
 from distrun.model.plan import Finding, LaunchPlan
 
-STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
 
 
 def findings(console: Console, items: list[Finding]) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from distrun.cli import exitcodes
 from distrun.cli.args import OneLineParser
 from distrun.cli.monitor import resolve
+from distrun.errors import UsageError
+from distrun.model.rundir import RunDirError, write_text
 from distrun.monitor.report import render
 
 
@@ -25,7 +27,13 @@ def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
     run = resolve(ns.run_dir, os.environ)
     out = Path(ns.output) if ns.output else run / "report.html"
-    out.write_text(render(run), encoding="utf-8")
+    try:
+        write_text(out, render(run))
+    except RunDirError as exc:
+        raise UsageError(str(exc), fix="pass -o with a new file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {out}: {exc.strerror or exc}",
+                         fix="pass -o with a file in a folder you can write") from None
     print(f"distrun report: {out}", file=sys.stderr)
     return exitcodes.OK
 

@@ -18,6 +18,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from distrun.model.record import (
+    BadLine,
+    Event,
+    JobFinished,
+    RankExited,
+    WorkersStarted,
+    parse_event,
+    read_plan,
+)
+
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
 
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -57,6 +67,7 @@ class RunInfo:
     local_ranks: dict[tuple[int, int], int] = field(default_factory=dict)  # (node, local) -> rank
     exits: list[RankExit] = field(default_factory=list)
     job_exitcode: int | None = None
+    problems: list[str] = field(default_factory=list)  # unreadable records: file:line: why
 
     @property
     def failed(self) -> bool:
@@ -127,53 +138,51 @@ def read_run_info(paths: list[Path]) -> RunInfo:
 def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
 def _read_plan(path: Path, info: RunInfo) -> None:
-    plan = _load_json(path)
-    if not isinstance(plan, dict):
+    read = read_plan(path)
+    if read.plan is None:
+        if path.exists():
+            info.problems.append(f"plan: {read.error}")
         return
-    for node in plan.get("nodes") or []:
-        if not isinstance(node, dict):
-            continue
-        for local, rank in enumerate(node.get("ranks") or []):
-            info.nodes[int(rank)] = str(node.get("host", ""))
-            info.local_ranks[(int(node.get("node_rank", 0)), local)] = int(rank)
+    for node in read.plan.nodes:
+        for local, rank in enumerate(node.ranks):
+            info.nodes[rank] = node.host
+            info.local_ranks[(node.node_rank, local)] = rank
 
 
 def _read_events(path: Path, info: RunInfo) -> None:
     if not path.is_file():
         return
     info.events_path = path
-    with path.open(encoding="utf-8", errors="replace") as stream:
-        for number, line in enumerate(stream, start=1):
-            _apply_event(_parse_event(line), number, line.rstrip("\n"), info)
-
-
-def _parse_event(line: str) -> dict[str, Any]:
     try:
-        event = json.loads(line)
-    except ValueError:
-        return {}
-    return event if isinstance(event, dict) else {}
+        stream = path.open("rb")
+    except OSError as exc:
+        info.problems.append(f"{path}: cannot read ({exc.strerror})")
+        return
+    with stream:
+        for number, raw in enumerate(stream, start=1):
+            event = parse_event(raw, path.name, number)
+            if isinstance(event, BadLine):
+                info.problems.append(str(event))
+                continue
+            text = raw[:2000].decode("utf-8", errors="replace").rstrip("\n")
+            _apply_event(event, number, text, info)
 
 
-def _apply_event(event: dict[str, Any], number: int, text: str, info: RunInfo) -> None:
-    name = event.get("event")
-    when, _ = parse_time(str(event.get("time", "")) + " ")
-    if name == "workers_started":
-        for rank, where in (event.get("ranks") or {}).items():
-            info.nodes[int(rank)] = str(where.get("host", ""))
-            key = (int(where.get("node_rank", 0)), int(where.get("local_rank", 0)))
-            info.local_ranks[key] = int(rank)
-    elif name == "rank_exited" and event.get("rank") is not None:
-        code = int(event.get("exitcode") or 0)
-        exit_ = RankExit(int(event["rank"]), code, event.get("signal"), when, number, text)
-        info.exits.append(exit_)
-    elif name == "job_finished":
-        info.job_exitcode = int(event.get("exitcode") or 0)
+def _apply_event(event: Event, number: int, text: str, info: RunInfo) -> None:
+    if isinstance(event, WorkersStarted):
+        for rank, where in event.ranks.items():
+            info.nodes[rank] = where.host or ""
+            info.local_ranks[(where.node_rank or 0, where.local_rank or 0)] = rank
+    elif isinstance(event, RankExited):
+        info.exits.append(RankExit(event.rank, event.exitcode, event.signal, event.at,
+                                   number, text))
+    elif isinstance(event, JobFinished):
+        info.job_exitcode = event.exitcode
 
 
 @dataclass(frozen=True)

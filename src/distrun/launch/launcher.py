@@ -6,30 +6,20 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from distrun.launch import reaper
-from distrun.launch.rundir import RunDir
 from distrun.model.plan import LaunchPlan
+from distrun.model.record import JobOutcome, JobStatus, RankFailure
+from distrun.model.rundir import RunDir
 from distrun.monitor.stall import EXIT_STALLED
-from distrun.monitor.watcher import watch
+from distrun.monitor.watcher import LauncherActions, WatchConfig, watch
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
-
-
-@dataclass
-class Outcome:
-    """How the job ended, per rank where torchelastic says."""
-
-    exitcode: int
-    status: str
-    failures: dict[int, dict[str, Any]] = field(default_factory=dict)
-    first_failure: int | None = None
-    message: str = ""
 
 
 def apply_env(plan: LaunchPlan, node_rank: int, env: MutableMapping[str, str]) -> None:
@@ -63,10 +53,10 @@ def torchrun_args(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int) -> a
     return out
 
 
-def log_to(run: RunDir) -> list[logging.Handler]:
+def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
     """torchelastic's log: everything to logs/launcher.log, warnings also to the console."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    to_file = logging.FileHandler(run.logs / "launcher.log", encoding="utf-8")
+    to_file = logging.StreamHandler(run.append("logs/launcher.log"))
     to_console = logging.StreamHandler()
     to_console.setLevel(logging.WARNING)
     logger = logging.getLogger(ELASTIC_LOGGER)
@@ -79,7 +69,7 @@ def log_to(run: RunDir) -> list[logging.Handler]:
 
 
 def run_job(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int,
-            echo: Callable[[int, int], bool]) -> Outcome:
+            echo: Callable[[int, int], bool]) -> JobOutcome:
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args
 
@@ -96,9 +86,11 @@ def run_job(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: in
         for handler in handlers:
             logging.getLogger(ELASTIC_LOGGER).removeHandler(handler)
             handler.close()
+        if handler is handlers[0]:
+            handlers[0].stream.close()
 
 
-def _run(start: Callable[[], Any]) -> Outcome:
+def _run(start: Callable[[], Any]) -> JobOutcome:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
@@ -107,33 +99,32 @@ def _run(start: Callable[[], Any]) -> Outcome:
     except ChildFailedError as err:
         return _failed(err)
     except SignalException as err:
-        return Outcome(128 + int(err.sigval), "interrupted", message=f"received {err.sigval.name}")
+        return JobOutcome(JobStatus.INTERRUPTED, 128 + int(err.sigval),
+                          message=f"received {err.sigval.name}")
     except KeyboardInterrupt:
-        return Outcome(128 + signal.SIGINT, "interrupted", message="received SIGINT")
+        return JobOutcome(JobStatus.INTERRUPTED, 128 + signal.SIGINT, message="received SIGINT")
     except Exception as err:  # rendezvous and store errors end the job; their text is the report
         text = f"{type(err).__name__}: {err}"
         logging.getLogger(ELASTIC_LOGGER).error("the launcher failed before any rank ran: %s", text)
-        return Outcome(1, "failed", message=text.splitlines()[0])
-    return Outcome(0, "succeeded")
+        return JobOutcome(JobStatus.FAILED, 1, message=text.splitlines()[0])
+    return JobOutcome(JobStatus.SUCCEEDED, 0)
 
 
-def _failed(err: Any) -> Outcome:
-    failures: dict[int, dict[str, Any]] = {}
-    for rank, failure in err.failures.items():
-        failures[rank] = {
-            "local_rank": failure.local_rank,
-            "pid": failure.pid,
-            "exitcode": failure.exitcode,
-            "signal": failure.signal_name() if failure.exitcode < 0 else None,
-            "failed_at": failure.timestamp,
-            "error_file": failure.error_file,
-            "message": _message(failure),
-        }
+def rank_failure(rank: int, failure: Any, first: bool) -> RankFailure:
+    """torchelastic's ProcessFailure as a typed value."""
+    return RankFailure(
+        rank=rank, local_rank=failure.local_rank, pid=failure.pid, exitcode=failure.exitcode,
+        signal=failure.signal_name() if failure.exitcode < 0 else None,
+        time=float(failure.timestamp) if failure.timestamp else None,
+        error_file=failure.error_file, message=_message(failure), first=first)
+
+
+def _failed(err: Any) -> JobOutcome:
     first, failure = err.get_first_failure()
-    for rank, record in failures.items():
-        record["role"] = "first failure" if rank == first else "stopped or failed after"
+    failures = tuple(rank_failure(rank, f, rank == first)
+                     for rank, f in sorted(err.failures.items()))
     code = failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode
-    return Outcome(code, "failed", failures, first, failures[first]["message"])
+    return JobOutcome(JobStatus.FAILED, code, failures, first, _message(failure))
 
 
 def _message(failure: Any) -> str:
@@ -148,26 +139,28 @@ def _message(failure: Any) -> str:
 
 
 def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int,
-           echo: Callable[[int, int], bool]) -> Outcome:
+           echo: Callable[[int, int], bool]) -> JobOutcome:
     """Start, wait, and leave nothing behind."""
     apply_env(plan, node_rank, os.environ)
-    run.event("launch_started", pid=os.getpid(), node_rank=node_rank, world_size=plan.world_size,
-              nproc_per_node=plan.nproc_per_node, backend=plan.backend)
+    run.event("launch_started", pid=os.getpid(), host=socket.gethostname(), node_rank=node_rank,
+              world_size=plan.world_size, nproc_per_node=plan.nproc_per_node,
+              backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
-    watcher = watch(run, getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    config = WatchConfig(getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    watcher = watch(run, plan, config, LauncherActions(run))
     try:
         outcome = run_job(plan, ns, run, node_rank, echo)
     finally:
         verdict = watcher.stop()
     if verdict is not None and verdict.stopped:
-        outcome = Outcome(EXIT_STALLED, "stalled", outcome.failures,
-                          verdict.ranks[0] if verdict.ranks else None, verdict.message)
-    for rank, failure in sorted(outcome.failures.items()):
-        run.event("rank_exited", rank=rank, **failure)
+        outcome = JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
+                             verdict.ranks[0] if verdict.ranks else None, verdict.message)
+    for failure in outcome.failures:
+        run.event("rank_exited", rank=failure.rank, **failure.event_fields())
     orphans = reaper.sweep()
     if orphans:
         run.event("orphans_ended", subreaper=subreaper, processes=orphans)
-    run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status,
+    run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status.value,
               duration_s=round(time.monotonic() - started, 3), message=outcome.message)
     return outcome

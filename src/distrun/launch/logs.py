@@ -16,7 +16,7 @@ from typing import IO
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, LogsDest, Std
 from torch.distributed.elastic.multiprocessing.tail_log import tail_logfile
 
-from distrun.launch.rundir import RunDir, utc_now
+from distrun.model.rundir import RunDir, utc_now
 
 POLL_S = 0.05
 
@@ -72,7 +72,7 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
         return dest
 
     def _tail(self, rank: int, local: int, dest: LogsDest) -> None:
-        sink = open(self.run.rank_log(rank), "a", encoding="utf-8")  # noqa: SIM115
+        sink = self.run.append(f"logs/rank-{rank}.log")
         self._files.append(sink)
         lock = threading.Lock()
         echo = sys.stdout if self.echo(rank, local) else None

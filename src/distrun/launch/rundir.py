@@ -1,31 +1,23 @@
-"""The run directory: plan, redacted environment, per-rank logs, events, summary.
+"""The launcher's side of the run directory: where it goes and what of the environment is kept.
 
-Layout (docs/run-directory.md)::
-
-    <run>/plan.json  env.json  events.jsonl  summary.json
-    <run>/logs/rank-<R>.log       "<ISO-8601 UTC> <out|err> <text>" per line
-    <run>/logs/launcher.log       the launcher's own log
-    <run>/torchrun/...            torchrun's raw per-attempt logs and error.json files
+The files themselves are written by ``distrun.model.rundir`` (shared with the runtime), the
+records in them are typed by ``distrun.model.record``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import threading
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+
+from distrun.model.rundir import RunDir, RunDirError, utc_now
+
+__all__ = ["REDACTED", "SECRET", "RunDir", "RunDirError", "default_path", "redact", "utc_now"]
 
 SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE|CREDENTIAL|AUTH|COOKIE|"
                     r"ACCESS_KEY|SESSION", re.IGNORECASE)
 REDACTED = "<redacted>"
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def default_path(name: str, root: str = "runs") -> Path:
@@ -35,32 +27,3 @@ def default_path(name: str, root: str = "runs") -> Path:
 
 def redact(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if SECRET.search(k) else v) for k, v in sorted(env.items())}
-
-
-class RunDir:
-    """One launcher's record of one job. Every write is flushed as it happens."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.logs = path / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._events = open(path / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-
-    def write_json(self, name: str, data: Any) -> None:
-        tmp = self.path / f".{name}.tmp"
-        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path / name)
-
-    def event(self, name: str, **fields: Any) -> None:
-        line = json.dumps({"time": utc_now(), "event": name, **fields}, default=str)
-        with self._lock:
-            self._events.write(line + "\n")
-            self._events.flush()
-
-    def rank_log(self, rank: int) -> Path:
-        return self.logs / f"rank-{rank}.log"
-
-    def close(self) -> None:
-        with self._lock:
-            self._events.close()

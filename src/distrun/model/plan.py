@@ -8,23 +8,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Severity = Literal["error", "warning", "info"]
+from distrun.model.findings import Finding, Severity
 
-
-class Finding(BaseModel):
-    """One preflight result. ``status`` is ``unknown`` when the check could not run."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    severity: Severity
-    message: str
-    fix: str = ""
-    status: Literal["failed", "unknown"] = "failed"
+__all__ = ["Finding", "LaunchPlan", "NodePlan", "Request", "Severity"]
 
 
 class NodePlan(BaseModel):

@@ -21,32 +21,34 @@ class NodeWatch:
 
     def ranks(self) -> list[int]:
         """This node's global ranks, as torchrun assigned them."""
-        return sorted(int(r) for r in self.state.workers.get("ranks") or {})
+        return sorted(self.state.workers.ranks) if self.state.workers else []
 
     def update(self) -> None:
         """Refresh this node's beat; start the link once the workers run on a multi-node job."""
         st = self.state
-        info = st.workers.get("ranks") or {}
-        if not info or int(st.plan.get("nnodes", 1)) < 2:
+        info = st.workers.ranks if st.workers else {}
+        if not info or st.plan is None or st.plan.nnodes < 2:
             return
         first = next(iter(info.values()))
-        steps = [s.step for r, s in st.ranks.items() if str(r) in info and s.step is not None]
-        self._beat = nodes.NodeBeat(int(first.get("node_rank", st.node_rank)),
-                                    str(first.get("host") or nodes.hostname()),
+        steps = [s.step for r, s in st.ranks.items() if r in info and s.step is not None]
+        node = first.node_rank if first.node_rank is not None else st.node_rank
+        self._beat = nodes.NodeBeat(node, first.host or nodes.hostname(),
                                     tuple(self.ranks()), min(steps, default=None), 0.0,
                                     store_here=self.store_here)
         if self.link is None:
             self._start(st, self._beat)
 
     def _start(self, st: RunState, beat: nodes.NodeBeat) -> None:
-        addr, port = st.workers.get("master_addr"), st.workers.get("master_port")
-        if not addr or not port:
+        workers = st.workers
+        addr = workers.master_addr if workers else None
+        port = workers.master_port if workers else None
+        if not addr or not port or not str(port).isdigit() or st.plan is None:
             return
         self.store = f"{addr}:{port}"
         self.store_here = nodes.serves_store(str(addr), nodes.hostname(), nodes.local_addrs())
         self._beat = nodes.NodeBeat(beat.node, beat.host, beat.ranks, beat.step, 0.0,
                                     store_here=self.store_here)
-        count = int(st.plan.get("nnodes", 1))
+        count = st.plan.nnodes
         self.link = nodes.NodeLink(str(addr), int(port), self.beat, range(count))
         self.link.start()
 

@@ -10,9 +10,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from distrun.model import record
+from distrun.model.record import Event, JobFinished, Progress, SampleLine, StallVerdict
+from distrun.model.rundir import EVENTS, SAMPLES
 from distrun.monitor import svg
 from distrun.monitor.snapshot import snapshot
-from distrun.monitor.state import EventTail, RunState, epoch
+from distrun.monitor.state import RunState
 
 STRAGGLER = 0.8  # below this fraction of the median throughput a rank is a straggler
 EVENT_COLOURS = {"stalled": "#d62728", "stall_verdict": "#d62728", "rank_exited": "#d62728",
@@ -25,22 +28,21 @@ class Series:
     """Every time series the page plots, read once from the run directory."""
 
     def __init__(self, run: Path) -> None:
-        self.events = EventTail(run / "events.jsonl").read()
-        self.samples = EventTail(run / "samples.jsonl").read()
-        times = [epoch(e.get("time")) for e in self.events]
+        self.events: list[Event] = record.events(run / EVENTS).read()
+        self.samples: list[SampleLine] = record.samples(run / SAMPLES).read()
+        times = [e.at for e in self.events]
         self.t0 = min((t for t in times if t is not None), default=0.0)
         self.t_end = max((t for t in times if t is not None), default=self.t0)
         self.loss: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.steps: dict[int, list[tuple[float, int]]] = defaultdict(list)
         for event in self.events:
-            t = epoch(event.get("time"))
-            if event.get("event") != "progress" or t is None:
+            t = event.at
+            if not isinstance(event, Progress) or t is None:
                 continue
-            rank = int(event["rank"])
-            self.steps[rank].append((t - self.t0, int(event.get("step", 0))))
-            loss = (event.get("metrics") or {}).get("loss")
-            if isinstance(loss, int | float):
-                self.loss[f"rank {rank}"].append((t - self.t0, float(loss)))
+            self.steps[event.rank].append((t - self.t0, event.step or 0))
+            loss = event.numbers().get("loss")
+            if loss is not None:
+                self.loss[f"rank {event.rank}"].append((t - self.t0, loss))
 
     def throughput(self) -> dict[str, list[tuple[float, float]]]:
         out = {}
@@ -61,13 +63,13 @@ class Series:
         devices: dict[str, list[tuple[float, float]]] = defaultdict(list)
         cpu: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for s in self.samples:
-            t = float(s.get("time", 0)) - self.t0
-            for d in s.get("devices") or []:
-                if d.get("utilization_percent") is not None:
-                    devices[f"device {d['index']}"].append((t, float(d["utilization_percent"])))
-            for rank, r in (s.get("ranks") or {}).items():
-                if r.get("cpu_percent") is not None:
-                    cpu[f"rank {rank}"].append((t, float(r["cpu_percent"])))
+            t = s.time - self.t0
+            for d in s.devices:
+                if d.utilization_percent is not None:
+                    devices[f"device {d.index}"].append((t, d.utilization_percent))
+            for rank, r in s.ranks.items():
+                if r.cpu_percent is not None:
+                    cpu[f"rank {rank}"].append((t, r.cpu_percent))
         if devices:
             return "Device utilisation (%)", dict(devices)
         return "CPU use per rank process (%) - stands in for device utilisation", dict(cpu)
@@ -75,15 +77,16 @@ class Series:
     def marks(self) -> list[tuple[float, str, str]]:
         out = []
         for e in self.events:
-            name, t = e.get("event"), epoch(e.get("time"))
-            if name not in TIMELINE or t is None:
+            t = e.at
+            if e.event not in TIMELINE or t is None:
                 continue
-            label = str(name) + (f" rank {e['rank']}" if "rank" in e else "")
-            if name == "stall_verdict":
-                label = f"STALL: ranks {e.get('ranks')}"
-            elif name == "job_finished":
-                label = f"finished: {e.get('status')} ({e.get('exitcode')})"
-            out.append((t - self.t0, label, EVENT_COLOURS.get(str(name), "#1f77b4")))
+            rank = getattr(e, "rank", None)
+            label = e.event + (f" rank {rank}" if isinstance(rank, int) else "")
+            if isinstance(e, StallVerdict):
+                label = f"STALL: ranks {e.ranks}"
+            elif isinstance(e, JobFinished):
+                label = f"finished: {e.status} ({e.exitcode})"
+            out.append((t - self.t0, label, EVENT_COLOURS.get(e.event, "#1f77b4")))
         return out
 
 
@@ -116,15 +119,15 @@ def _table(rows: list[dict[str, Any]], snap: dict[str, Any]) -> str:
     for r in rows:
         cls = ' class="bad"' if r["flags"] else ""
         status = "; ".join([r["status"], *r["flags"]])
-        body.append(f"<tr{cls}><td>{r['rank']}</td><td>{_cell(r['node_rank'])}</td>"
+        body.append(f"<tr{cls}><td>{_cell(r['rank'])}</td><td>{_cell(r['node_rank'])}</td>"
                     f"<td>{_cell(r['local_rank'])}</td><td>{_cell(r['device'])}</td>"
                     f"<td>{_cell(r['pid'])}</td><td>{_cell(r['step'])}</td>"
                     f"<td>{_cell(r['mean_steps_per_second'], '.2f')}</td>"
                     f"<td>{_cell(r['loss'], '.4g')}</td><td>{escape(status)}</td></tr>")
     for d in snap["devices"]:
         if not d["ranks"]:
-            body.append(f'<tr class="bad"><td>-</td><td>{snap["node_rank"]}</td><td>-</td>'
-                        f'<td>{escape(str(snap["device_type"]))} {d["index"]}</td>'
+            body.append(f'<tr class="bad"><td>-</td><td>{_cell(snap["node_rank"])}</td><td>-</td>'
+                        f'<td>{escape(str(snap["device_type"]))} {_cell(d["index"])}</td>'
                         '<td colspan="4"></td><td>IDLE: no rank uses this device</td></tr>')
     cols = "".join(f"<th>{h}</th>" for h in head)
     return (f'<table id="ranks"><thead><tr>{cols}</tr></thead><tbody>{"".join(body)}'
@@ -170,6 +173,13 @@ def render(run: Path) -> str:
             f"<p>status <b>{escape(str(snap['status']))}</b> (exit status "
             f"{_cell(snap['exitcode'])}), {_cell(snap['world_size'])} ranks, backend "
             f"{_cell(snap['backend'])}, device {_cell(snap['device_type'])}, node "
-            f"{snap['node_rank']}</p>{verdict}<h2>Ranks</h2>{_table(rank_rows(snap, series), snap)}"
+            f"{_cell(snap['node_rank'])}</p>{verdict}<h2>Ranks</h2>{_table(rank_rows(snap, series), snap)}"
             f"<h2>Verification</h2><ul class='checks'>{checks or '<li>none recorded</li>'}</ul>"
-            f"<h2>Plots</h2>{''.join(charts)}</body></html>\n")
+            f"<h2>Plots</h2>{''.join(charts)}{_problems(snap['problems'])}</body></html>\n")
+
+
+def _problems(problems: list[str]) -> str:
+    if not problems:
+        return ""
+    items = "".join(f"<li>{escape(p)}</li>" for p in problems)
+    return f"<h2>Records that could not be read</h2><ul class='problems'>{items}</ul>"

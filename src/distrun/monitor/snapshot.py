@@ -3,10 +3,12 @@ table, its ``--json`` output and its Prometheus metrics."""
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
-from distrun.monitor.state import RankState, RunState, epoch
+from distrun.model.record import DeviceRecord, JobStatus, ProcRecord, StallVerdict, Verified
+from distrun.monitor.state import RankState, RunState
 from distrun.monitor.verify import ordinal
 
 IDLE_PERCENT = 1.0
@@ -15,40 +17,75 @@ IDLE_PERCENT = 1.0
 def snapshot(state: RunState, now: float | None = None, stall_timeout_s: float = 30.0
              ) -> dict[str, Any]:
     now = time.time() if now is None else now
-    if state.finished and state.finished.get("time"):
-        now = epoch(state.finished["time"]) or now  # a finished run: ages as it ended
-    sample = state.last_sample or {}
-    procs = sample.get("ranks") or {}
-    ranks = [_rank(s, procs.get(str(s.rank)) or {}, now, stall_timeout_s)
+    if state.finished is not None and state.finished.at is not None:
+        now = state.finished.at  # a finished run: ages as it ended
+    sample = state.last_sample
+    procs = sample.ranks if sample is not None else {}
+    ranks = [_rank(s, procs.get(s.rank), now, stall_timeout_s)
              for s in sorted(state.ranks.values(), key=lambda r: r.rank)]
-    devices = [_device(d, state) for d in sample.get("devices") or []]
-    finished = state.finished or {}
+    devices = [_device(d, state) for d in (sample.devices if sample is not None else [])]
+    plan = state.plan
     return {
         "run_dir": str(state.path),
         "time": now,
-        "status": finished.get("status", "running" if state.workers_at else "starting"),
-        "exitcode": finished.get("exitcode"),
-        "world_size": state.plan.get("world_size"),
+        "status": status(state),
+        "exitcode": state.finished.exitcode if state.finished is not None else None,
+        "world_size": plan.world_size if plan else None,
         "node_rank": state.node_rank,
-        "device_type": state.plan.get("device_type"),
-        "backend": state.plan.get("backend"),
+        "device_type": plan.device_type if plan else None,
+        "backend": plan.backend if plan else None,
         "ranks": ranks,
         "devices": devices,
-        "devices_unavailable": sample.get("unavailable") or None,
-        "sample_age_s": now - sample["time"] if "time" in sample else None,
-        "verdict": next((e.get("message") for e in reversed(state.notable)
-                         if e.get("event") == "stall_verdict"), None),
-        "checks": [{"severity": e.get("severity"), "message": e.get("message")}
-                   for e in state.notable if e.get("event") == "verified"],
+        "devices_unavailable": (sample.unavailable or None) if sample is not None else None,
+        "sample_age_s": now - sample.time if sample is not None else None,
+        "verdict": next((e.message for e in reversed(state.notable)
+                         if isinstance(e, StallVerdict)), None),
+        "checks": [{"severity": e.severity, "message": e.message}
+                   for e in state.notable if isinstance(e, Verified)],
+        "problems": problems(state),
     }
 
 
-def _rank(s: RankState, proc: dict[str, Any], now: float, timeout: float) -> dict[str, Any]:
+def status(state: RunState) -> str:
+    """The job's status; a launcher that is gone without recording an end ended abnormally."""
+    if state.finished is not None:
+        return state.finished.status or JobStatus.ENDED_ABNORMALLY.value
+    here = state.launcher_host in (None, socket.gethostname())
+    if here and state.launcher_pid is not None and not _alive(state.launcher_pid,
+                                                               state.launched_at):
+        return JobStatus.ENDED_ABNORMALLY.value
+    return JobStatus.RUNNING.value if state.workers_at else "starting"
+
+
+def _alive(pid: int, since: float | None) -> bool:
+    """Is the launcher still there? (A pid reused by a process started later does not count.)"""
+    import psutil
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except (psutil.AccessDenied, OSError, ValueError, OverflowError):
+        return True
+    return since is None or started <= since + 1.0
+
+
+def problems(state: RunState, limit: int = 20) -> list[str]:
+    """What could not be read: the plan, and bad lines (file:line: why), the first few."""
+    out = [f"plan: {state.plan_error}"] if state.plan_error else []
+    bad = state.bad
+    out += [str(b) for b in bad[:limit]]
+    if len(bad) > limit:
+        out.append(f"... and {len(bad) - limit} more bad lines")
+    return out
+
+
+def _rank(s: RankState, proc: ProcRecord | None, now: float, timeout: float) -> dict[str, Any]:
     age = s.age_s(now)
     if s.exited:
         status = "exited"
     elif s.stalled:
-        status = "stalled" if s.stalled.get("culprit", True) else "waiting"
+        status = "stalled" if s.stalled.culprit else "waiting"
     elif age is not None and age > timeout and s.exited is None:
         status = "quiet"
     else:
@@ -58,19 +95,20 @@ def _rank(s: RankState, proc: dict[str, Any], now: float, timeout: float) -> dic
         "pid": s.pid, "device": s.device, "step": s.step,
         "steps_per_second": s.steps_per_s(), "loss": s.metrics.get("loss"),
         "heartbeat_age_s": age, "status": status,
-        "cpu_percent": proc.get("cpu_percent"), "rss_bytes": proc.get("rss_bytes"),
+        "cpu_percent": proc.cpu_percent if proc else None,
+        "rss_bytes": proc.rss_bytes if proc else None,
     }
 
 
-def _device(d: dict[str, Any], state: RunState) -> dict[str, Any]:
+def _device(d: DeviceRecord, state: RunState) -> dict[str, Any]:
     """A device sample with the ranks on it: by pid, or by the rank's bound ordinal."""
-    pids = set(d.get("pids") or [])
-    visible = [int(i) for i in state.node_plan().get("visible_devices", [])]
+    pids = set(d.pids or [])
+    visible = state.visible_devices()
     ranks = sorted(s.rank for s in state.ranks.values() if s.pid in pids
-                   or _physical(visible, ordinal(s)) == d.get("index"))
-    util = d.get("utilization_percent")
-    idle = (d.get("pids") is not None and not pids) or (util is not None and util < IDLE_PERCENT)
-    return {**d, "ranks": ranks, "idle": idle}
+                   or _physical(visible, ordinal(s)) == d.index)
+    util = d.utilization_percent
+    idle = (d.pids is not None and not pids) or (util is not None and util < IDLE_PERCENT)
+    return {**d.model_dump(mode="json"), "ranks": ranks, "idle": idle}
 
 
 def _physical(visible: list[int], index: int | None) -> int | None:

@@ -1,4 +1,4 @@
-"""What a run directory says about a job, read incrementally (see distrun.launch.rundir).
+"""What a run directory says about a job, read incrementally (see distrun.model.rundir).
 
 Sources: ``plan.json`` (expected ranks), ``events.jsonl`` (launch_started, workers_started,
 rank_joined, progress, stalled, rank_exited, job_finished ...), ``heartbeats/rank-<R>``
@@ -9,33 +9,45 @@ process samples the launcher's watcher records).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from distrun.model import record
+from distrun.model.plan import LaunchPlan, NodePlan
+from distrun.model.record import (
+    BadLine,
+    Event,
+    JobFinished,
+    LaunchStarted,
+    PlanRead,
+    Progress,
+    RankExited,
+    RankJoined,
+    SampleLine,
+    Stalled,
+    WorkersStarted,
+    epoch,
+    read_plan,
+)
+from distrun.model.rundir import EVENTS, PLAN, SAMPLES, SUMMARY
+
+__all__ = ["RankState", "RunState", "epoch", "latest_run", "read_heartbeat"]
+
 RATE_WINDOW = 10
-
-
-def epoch(stamp: str | None) -> float | None:
-    """An events.jsonl time (``2025-01-01T00:00:00.000000Z``) as a Unix time."""
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def read_heartbeat(path: Path) -> tuple[float, int] | None:
     try:
         with open(path, "rb") as fh:
             fields = fh.read(128).split()
-        return float(fields[0]), int(fields[1])
+        when, step = float(fields[0]), int(fields[1])
     except (OSError, ValueError, IndexError):
         return None
+    return (when, step) if math.isfinite(when) else None
 
 
 @dataclass
@@ -53,8 +65,8 @@ class RankState:
     step: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     rate: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW))
-    stalled: dict[str, Any] | None = None
-    exited: dict[str, Any] | None = None
+    stalled: Stalled | None = None
+    exited: RankExited | None = None
 
     def steps_per_s(self) -> float | None:
         if len(self.rate) < 2:
@@ -71,60 +83,54 @@ class RankState:
         return f"rank {self.rank} (node {node}, local rank {local})"
 
 
-class EventTail:
-    """New complete lines of a JSON-lines file since the last call."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.partial = path, 0, b""
-
-    def read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
-
-
 class RunState:
-    """The job as one launcher's run directory shows it; ``refresh()`` reads what is new."""
+    """The job as one launcher's run directory shows it; ``refresh()`` reads what is new.
 
-    def __init__(self, path: Path) -> None:
+    Corrupted records never raise: a bad line is kept in ``bad`` (file:line and why), a plan
+    that does not read back leaves ``plan`` None with ``plan_error`` saying why.
+    """
+
+    def __init__(self, path: Path, plan: LaunchPlan | None = None) -> None:
         self.path = path
-        self.plan: dict[str, Any] = _load(path / "plan.json")
+        read = PlanRead(plan) if plan is not None else read_plan(path / PLAN)
+        self.plan: LaunchPlan | None = read.plan
+        self.plan_error = read.error
         self.summary: dict[str, Any] = {}
         self.node_rank = 0
+        self.launcher_pid: int | None = None
+        self.launcher_host: str | None = None
         self.launched_at: float | None = None
         self.workers_at: float | None = None
-        self.workers: dict[str, Any] = {}  # the latest workers_started event (master, ranks)
-        self.finished: dict[str, Any] | None = None
+        self.workers: WorkersStarted | None = None  # the latest (master, ranks)
+        self.finished: JobFinished | None = None
         self.ranks: dict[int, RankState] = {r: RankState(r) for r in self.expected()}
-        self.notable: list[dict[str, Any]] = []
-        self.last_sample: dict[str, Any] | None = None
-        self._events = EventTail(path / "events.jsonl")
-        self._samples = EventTail(path / "samples.jsonl")
+        self.notable: list[Event] = []
+        self.last_sample: SampleLine | None = None
+        self._events = record.events(path / EVENTS)
+        self._samples = record.samples(path / SAMPLES)
+
+    @property
+    def bad(self) -> list[BadLine]:
+        return [*self._events.bad, *self._samples.bad]
 
     def expected(self) -> list[int]:
         """This node's ranks, from the plan (all of them when the node is unknown)."""
-        nodes = self.plan.get("nodes") or []
-        for node in nodes:
-            if node.get("node_rank") == getattr(self, "node_rank", 0):
-                return [int(r) for r in node.get("ranks", [])]
-        return list(range(int(self.plan.get("world_size", 0))))
+        if self.plan is None:
+            return []
+        for node in self.plan.nodes:
+            if node.node_rank == self.node_rank:
+                return list(node.ranks)
+        return list(range(self.plan.world_size))
 
-    def node_plan(self) -> dict[str, Any]:
-        nodes = self.plan.get("nodes") or [{}]
-        return next((n for n in nodes if n.get("node_rank") == self.node_rank), nodes[0])
+    def node_plan(self) -> NodePlan | None:
+        if self.plan is None or not self.plan.nodes:
+            return None
+        return next((n for n in self.plan.nodes if n.node_rank == self.node_rank),
+                    self.plan.nodes[0])
+
+    def visible_devices(self) -> list[int]:
+        node = self.node_plan()
+        return list(node.visible_devices) if node is not None else []
 
     def rank(self, rank: int) -> RankState:
         return self.ranks.setdefault(rank, RankState(rank))
@@ -140,7 +146,7 @@ class RunState:
             if hb is not None and hb[0] != state.beat_time:
                 self._beat(state, *hb)
         if self.finished and not self.summary:
-            self.summary = _load(self.path / "summary.json")
+            self.summary = _load(self.path / SUMMARY)
 
     def _beat(self, state: RankState, when: float, step: int) -> None:
         state.beat_time, state.step = when, step
@@ -148,69 +154,47 @@ class RunState:
             state.first_beat = when
         state.rate.append((when, step))
 
-    def apply(self, event: dict[str, Any]) -> None:
-        name = event.get("event")
-        when = epoch(event.get("time"))
-        handler = _HANDLERS.get(str(name))
-        if handler is not None:
-            handler(self, event, when)
-        if name not in ("progress",):
-            self.notable.append(event)
+    def apply(self, event: Event) -> None:
+        when = event.at
+        if isinstance(event, LaunchStarted):
+            self.node_rank, self.launched_at = event.node_rank, when
+            self.launcher_pid, self.launcher_host = event.pid, event.host
+            self.ranks = {r: self.ranks.get(r, RankState(r)) for r in self.expected()}
+        elif isinstance(event, WorkersStarted):
+            self._on_workers(event, when)
+        elif isinstance(event, RankJoined):
+            self._on_joined(event, when)
+        elif isinstance(event, Progress):
+            self._on_progress(event, when)
+            return
+        elif isinstance(event, Stalled):
+            self.rank(event.rank).stalled = event
+        elif isinstance(event, RankExited):
+            self.rank(event.rank).exited = event
+        elif isinstance(event, JobFinished):
+            self.finished = event
+        self.notable.append(event)
 
-    def _on_launch(self, event: dict[str, Any], when: float | None) -> None:
-        self.node_rank = int(event.get("node_rank", 0))
-        self.launched_at = when
-        self.ranks = {r: self.ranks.get(r, RankState(r)) for r in self.expected()}
-
-    def _on_workers(self, event: dict[str, Any], when: float | None) -> None:
+    def _on_workers(self, event: WorkersStarted, when: float | None) -> None:
         self.workers_at, self.workers = when, event
-        for key, info in (event.get("ranks") or {}).items():
-            state = self.rank(int(key))
-            state.node_rank, state.local_rank = info.get("node_rank"), info.get("local_rank")
-            state.host, state.started_at = info.get("host"), when
+        for rank, place in event.ranks.items():
+            state = self.rank(rank)
+            state.node_rank, state.local_rank = place.node_rank, place.local_rank
+            state.host, state.started_at = place.host, when
 
-    def _on_joined(self, event: dict[str, Any], when: float | None) -> None:
-        state = self.rank(int(event["rank"]))
-        state.joined_at, state.pid, state.device = when, event.get("pid"), event.get("device")
+    def _on_joined(self, event: RankJoined, when: float | None) -> None:
+        state = self.rank(event.rank)
+        state.joined_at, state.pid, state.device = when, event.pid, event.device
         for key in ("node_rank", "local_rank", "host"):
-            if event.get(key) is not None:
-                setattr(state, key, event[key])
+            if getattr(event, key) is not None:
+                setattr(state, key, getattr(event, key))
 
-    def _on_progress(self, event: dict[str, Any], when: float | None) -> None:
-        state = self.rank(int(event["rank"]))
-        state.metrics = {k: v for k, v in (event.get("metrics") or {}).items()
-                         if isinstance(v, int | float)}
-        state.pid = state.pid or event.get("pid")
-        if when is not None and event.get("step") is not None and state.step is None:
-            state.step = int(event["step"])
-
-    def _on_stalled(self, event: dict[str, Any], when: float | None) -> None:
-        self.rank(int(event["rank"])).stalled = event
-
-    def _on_exited(self, event: dict[str, Any], when: float | None) -> None:
-        self.rank(int(event["rank"])).exited = event
-
-    def _on_finished(self, event: dict[str, Any], when: float | None) -> None:
-        self.finished = event
-
-
-_HANDLERS = {
-    "launch_started": RunState._on_launch,
-    "workers_started": RunState._on_workers,
-    "rank_joined": RunState._on_joined,
-    "progress": RunState._on_progress,
-    "stalled": RunState._on_stalled,
-    "rank_exited": RunState._on_exited,
-    "job_finished": RunState._on_finished,
-}
-
-
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    def _on_progress(self, event: Progress, when: float | None) -> None:
+        state = self.rank(event.rank)
+        state.metrics = event.numbers()
+        state.pid = state.pid or event.pid
+        if when is not None and event.step is not None and state.step is None:
+            state.step = event.step
 
 
 def latest_run(root: Path) -> Path | None:
@@ -220,3 +204,11 @@ def latest_run(root: Path) -> Path | None:
     except OSError:
         return None
     return max(runs, key=lambda p: os.path.getmtime(p / "events.jsonl"), default=None)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -4,42 +4,38 @@ saw: every expected rank joined, one device per rank, every device busy."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
+from distrun.model.findings import Finding, Severity
 from distrun.monitor.samples import DeviceReading, DeviceSample, ProcSample
 from distrun.monitor.state import RankState
 
-Severity = Literal["error", "warning", "info", "ok"]
 SHARED_DEVICES = ("cpu", "mps")
 IDLE_CPU_PERCENT = 1.0
 
 
-@dataclass(frozen=True)
-class Check:
-    id: str
-    severity: Severity
-    message: str
+def finding(id: str, severity: Severity, message: str) -> Finding:
+    """A verification result: the one findings type, with nothing to fix by hand."""
+    return Finding(id=id, severity=severity, message=message)
 
 
 def joined(expected: Sequence[int], ranks: Mapping[int, RankState], node_rank: int,
-           world_size: int) -> Check:
+           world_size: int) -> Finding:
     """Expected against joined; the missing ones named by node and local rank."""
     missing = [ranks[r] for r in expected if r in ranks and not _is_joined(ranks[r])]
     count = f"{len(expected) - len(missing)}/{len(expected)} ranks on node {node_rank} joined"
     if world_size != len(expected):
         count += f" (world size {world_size})"
     if not missing:
-        return Check("joined", "ok", count)
+        return finding("joined", "ok", count)
     names = ", ".join(r.where() for r in missing)
-    return Check("joined", "error", f"{count}; missing: {names}")
+    return finding("joined", "error", f"{count}; missing: {names}")
 
 
 def _is_joined(state: RankState) -> bool:
     return state.joined_at is not None or state.beat_time is not None
 
 
-def bindings(ranks: Mapping[int, RankState]) -> list[Check]:
+def bindings(ranks: Mapping[int, RankState]) -> list[Finding]:
     """Two ranks on one device of one node is an error naming both."""
     seen: dict[tuple[object, str], int] = {}
     out = []
@@ -50,7 +46,7 @@ def bindings(ranks: Mapping[int, RankState]) -> list[Check]:
         key = (state.host or state.node_rank, state.device)
         if key in seen:
             other = ranks[seen[key]]
-            out.append(Check("shared-device", "error",
+            out.append(finding("shared-device", "error",
                              f"{other.where()} and {state.where()} are both bound to "
                              f"{state.device}: each rank needs its own device (check "
                              "LOCAL_RANK and the visible-device variable of each process)"))
@@ -68,7 +64,7 @@ def ordinal(state: RankState) -> int | None:
 
 
 def device_activity(device_type: str, visible: Sequence[int], ranks: Mapping[int, RankState],
-                    reading: DeviceReading, node_rank: int) -> list[Check]:
+                    reading: DeviceReading, node_rank: int) -> list[Finding]:
     """Devices no rank uses; used devices that show no process or no utilisation."""
     used: dict[int, RankState] = {}
     for state in ranks.values():
@@ -78,14 +74,14 @@ def device_activity(device_type: str, visible: Sequence[int], ranks: Mapping[int
     out = []
     idle = [d for d in visible if d not in used]
     if idle:
-        out.append(Check("idle-devices", "warning",
+        out.append(finding("idle-devices", "warning",
                          f"{len(idle)} of {len(visible)} {device_type} devices on node "
                          f"{node_rank} are idle: no rank uses device(s) "
                          f"{', '.join(map(str, idle))}; {len(used)} process(es) for "
                          f"{len(visible)} devices (start one per device: --nproc-per-node "
                          f"{len(visible)})"))
     if reading.unavailable:
-        out.append(Check("device-metrics", "info",
+        out.append(finding("device-metrics", "info",
                          f"device utilisation not available: {reading.unavailable}"))
         return out
     samples = {d.index: d for d in reading.devices}
@@ -97,20 +93,20 @@ def device_activity(device_type: str, visible: Sequence[int], ranks: Mapping[int
 
 
 def _busy(index: int, state: RankState, sample: DeviceSample | None,
-          device_type: str) -> Check | None:
+          device_type: str) -> Finding | None:
     label = f"{device_type} device {index} ({state.where()})"
     if sample is None:
-        return Check("device-metrics", "info", f"{label}: not in the device tool's list")
+        return finding("device-metrics", "info", f"{label}: not in the device tool's list")
     if sample.pids is not None and not sample.pids:
-        return Check("device-idle", "warning", f"{label} shows no process: the rank is not "
+        return finding("device-idle", "warning", f"{label} shows no process: the rank is not "
                      "running on it")
     if sample.utilization_percent is not None and sample.utilization_percent <= 0:
-        return Check("device-idle", "warning", f"{label} shows 0% utilisation after the "
+        return finding("device-idle", "warning", f"{label} shows 0% utilisation after the "
                      "first steps")
     return None
 
 
-def cpu_activity(ranks: Mapping[int, RankState], procs: Mapping[int, ProcSample]) -> list[Check]:
+def cpu_activity(ranks: Mapping[int, RankState], procs: Mapping[int, ProcSample]) -> list[Finding]:
     """On CPU, per-process CPU use stands in for device utilisation."""
     out = []
     for rank in sorted(ranks):
@@ -119,10 +115,10 @@ def cpu_activity(ranks: Mapping[int, RankState], procs: Mapping[int, ProcSample]
         if sample is None or sample.cpu_percent is None:
             continue
         if not sample.alive:
-            out.append(Check("rank-gone", "warning", f"{state.where()}: process {sample.pid} "
+            out.append(finding("rank-gone", "warning", f"{state.where()}: process {sample.pid} "
                              "is gone"))
         elif sample.cpu_percent < IDLE_CPU_PERCENT:
-            out.append(Check("cpu-idle", "warning",
+            out.append(finding("cpu-idle", "warning",
                              f"{state.where()} (pid {sample.pid}) used "
                              f"{sample.cpu_percent:.1f}% CPU since the first steps: it is idle"))
     return out

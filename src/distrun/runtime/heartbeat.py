@@ -7,12 +7,12 @@ event with the metrics to ``events.jsonl`` (one ``O_APPEND`` write, atomic for a
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
-from distrun.launch.rundir import utc_now
+from distrun.model import rundir
 
 RECORD_BYTES = 64
 EVENT_EVERY_S = 1.0
@@ -20,12 +20,11 @@ EVENT_EVERY_S = 1.0
 
 class Heartbeat:
     def __init__(self, run_dir: str, rank: int) -> None:
-        beats = os.path.join(run_dir, "heartbeats")
-        os.makedirs(beats, exist_ok=True)
+        beats = Path(run_dir) / "heartbeats"
+        rundir.make_dir(beats)
         self.rank = rank
-        self._fd = os.open(os.path.join(beats, f"rank-{rank}"), os.O_WRONLY | os.O_CREAT, 0o644)
-        self._events = os.open(os.path.join(run_dir, "events.jsonl"),
-                               os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = rundir.open_rewrite(beats / f"rank-{rank}")
+        self._events = rundir.open_append(Path(run_dir) / rundir.EVENTS)
         self._next_event = 0.0
 
     @classmethod
@@ -42,9 +41,8 @@ class Heartbeat:
             self.event("progress", step=step, metrics=dict(metrics))
 
     def event(self, name: str, **fields: object) -> None:
-        record = {"time": utc_now(), "event": name, "rank": self.rank, "pid": os.getpid(),
-                  **fields}
-        os.write(self._events, (json.dumps(record, default=str) + "\n").encode())
+        os.write(self._events, rundir.event_line(name, {"rank": self.rank, "pid": os.getpid(),
+                                                        **fields}))
 
     def joined(self, device: str, local_rank: int, node_rank: int) -> None:
         self.event("rank_joined", device=device, local_rank=local_rank, node_rank=node_rank)

@@ -1,0 +1,1 @@
+"""Accelerators: the vendor table (``vendors``) and a probe per vendor (``probes``)."""

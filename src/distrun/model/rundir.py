@@ -1,0 +1,205 @@
+"""The run directory's files, written safely (standard library only: the runtime uses it).
+
+Layout (docs/run-directory.md)::
+
+    <run>/plan.json  env.json  events.jsonl  summary.json  samples.jsonl
+    <run>/logs/rank-<R>.log       "<ISO-8601 UTC> <out|err> <text>" per line
+    <run>/logs/launcher.log       the launcher's own log
+    <run>/heartbeats/rank-<R>     "<unix time> <step>", rewritten in place by the rank
+    <run>/torchrun/...            torchrun's raw per-attempt logs and error.json files
+
+Every file is created without following a symbolic link (``O_NOFOLLOW``; ``O_EXCL`` where the
+file must be new), folders are 0700 and files 0600: a run directory in a shared scratch folder
+cannot be used to write through a planted link, and its logs and environment are the user's
+alone. A new run directory is made with ``mkdir`` (never ``exist_ok``), so two launches started
+in the same second from one folder get two directories. Events are one ``O_APPEND`` write per
+line (atomic for a line), shared by the launcher and every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+EVENTS = "events.jsonl"
+SAMPLES = "samples.jsonl"
+PLAN = "plan.json"
+SUMMARY = "summary.json"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+MAX_SUFFIX = 1000
+
+
+class RunDirError(OSError):
+    """A run directory that cannot be used: the message names the path and the fix."""
+
+    def __init__(self, errno: int | None, message: str) -> None:
+        super().__init__(errno or 0, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def utc_now() -> str:
+    """The time stamp of events and log lines: ``2025-01-01T00:00:00.000000Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _refuse_link(path: Path, exc: OSError) -> RunDirError:
+    if os.path.islink(path):
+        return RunDirError(exc.errno, f"{path} is a symbolic link: distrun does not write "
+                           "through links (remove it, or choose a new folder)")
+    return RunDirError(exc.errno, f"cannot write {path}: {exc.strerror}")
+
+
+def open_new(path: Path) -> int:
+    """A new file (it must not exist, and must not be a link), 0600; returns the fd."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+                       FILE_MODE)
+    except OSError as exc:
+        raise _refuse_link(path, exc) from None
+
+
+def open_append(path: Path) -> int:
+    """A file to append to, created 0600 if absent; a link in its place is refused."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
+                       FILE_MODE)
+    except OSError as exc:
+        raise _refuse_link(path, exc) from None
+
+
+def open_rewrite(path: Path) -> int:
+    """A file rewritten in place (a heartbeat), created 0600 if absent; never through a link."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC, FILE_MODE)
+    except OSError as exc:
+        raise _refuse_link(path, exc) from None
+
+
+def append_text(path: Path) -> IO[str]:
+    """A line-buffered text stream appending to ``path`` (see ``open_append``)."""
+    return os.fdopen(open_append(path), "a", encoding="utf-8", buffering=1)
+
+
+def make_dir(path: Path) -> None:
+    """A folder 0700 inside the run directory; an existing real folder is kept, a link refused."""
+    try:
+        os.mkdir(path, DIR_MODE)
+        return
+    except FileExistsError as exc:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise _refuse_link(path, exc) from None
+    except OSError as exc:
+        raise RunDirError(exc.errno, f"cannot create {path}: {exc.strerror}") from None
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write through a new temporary file and rename it over ``path`` (rename replaces a link
+    itself, never its target)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = open_new(tmp)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def event_line(name: str, fields: dict[str, Any]) -> bytes:
+    return (json.dumps({"time": utc_now(), "event": name, **fields}, default=str) + "\n").encode()
+
+
+def create(path: Path, *, chosen: bool) -> Path:
+    """Make a fresh run directory. ``chosen`` (``--run-dir``): an empty existing folder is
+    used, a non-empty one refused; otherwise a unique ``-2``, ``-3`` ... suffix is added when a
+    launch in the same second took the name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if chosen:
+        return _use_chosen(path)
+    for n in range(1, MAX_SUFFIX):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            os.mkdir(candidate, DIR_MODE)
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise RunDirError(exc.errno, f"cannot create run directory {candidate}: "
+                              f"{exc.strerror}") from None
+    raise RunDirError(0, f"{MAX_SUFFIX} run directories named {path.name}-N exist already")
+
+
+def _use_chosen(path: Path) -> Path:
+    try:
+        os.mkdir(path, DIR_MODE)
+        return path
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise RunDirError(exc.errno, f"cannot create run directory {path}: {exc.strerror} "
+                          "(choose a new folder)") from None
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a folder"
+        raise RunDirError(0, f"--run-dir {path} is {kind}: choose a new folder")
+    if any(os.scandir(path)):
+        raise RunDirError(0, f"--run-dir {path} is not empty (it may hold another run): "
+                          "choose a new folder")
+    os.chmod(path, DIR_MODE)
+    return path
+
+
+class RunDir:
+    """One launcher's record of one job. Every write is flushed as it happens."""
+
+    def __init__(self, path: Path) -> None:
+        """Open a run directory (made by ``create`` for a launch; made here if absent)."""
+        self.path = path
+        self.logs = path / "logs"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path)
+        make_dir(self.logs)
+        self._lock = threading.Lock()
+        self._events = open_append(path / EVENTS)
+
+    @classmethod
+    def create(cls, path: Path, *, chosen: bool = False) -> RunDir:
+        return cls(create(path, chosen=chosen))
+
+    def write_json(self, name: str, data: Any) -> None:
+        write_json(self.path / name, data)
+
+    def event(self, name: str, **fields: Any) -> None:
+        line = event_line(name, fields)
+        with self._lock:
+            if self._events >= 0:
+                os.write(self._events, line)
+
+    def rank_log(self, rank: int) -> Path:
+        return self.logs / f"rank-{rank}.log"
+
+    def append(self, relative: str) -> IO[str]:
+        """A text stream appending to a file of the run directory (logs, samples)."""
+        return append_text(self.path / relative)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._events >= 0:
+                os.close(self._events)
+                self._events = -1

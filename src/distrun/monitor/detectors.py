@@ -1,0 +1,206 @@
+"""The watcher's detectors: decisions over the run state, one per concern.
+
+A detector is any callable ``(tick: Tick) -> Sequence[Finding | Verdict]``. ``Tick`` is the
+typed run state at one moment: the ``RunState`` read from the run directory, the plan object,
+this tick's device and process samples, the node links, ``now``, the verdict so far, and two
+probes a decision may need (CPU seconds of the rank processes, rank stacks). A detector does
+not print, write or stop anything: it returns
+
+* ``Finding`` values (the one findings type, ``distrun.model.findings``): the loop records a
+  ``verified`` event and prints ``distrun: verify: <severity>: <message>``;
+* a ``Verdict``: the loop records its events, then ``stall_verdict``, prints
+  ``distrun: <headline>: <message>``, and stops the job when the verdict says so. After the
+  first verdict, detectors that judge (stall, lost node) see ``tick.verdict`` set and stay
+  quiet.
+
+A detector that must remember something between ticks (a verification done once) is a small
+object with ``__call__``. ``default_detectors(config)`` is the registry the launcher uses; a new
+detector (e.g. the hang detector) is added to that list, or passed to the watcher in
+``extra_detectors``, without touching the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from distrun.model.findings import Finding
+from distrun.model.plan import LaunchPlan
+from distrun.monitor import stall, verify
+from distrun.monitor.nodewatch import NodeWatch
+from distrun.monitor.samples import DeviceReading, ProcSample
+from distrun.monitor.state import RankState, RunState
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    stall_timeout_s: float = 30.0
+    stall_action: str = "stop"
+    interval_s: float = 1.0
+    record_every_s: float = 2.0
+    settle_s: float = 3.0  # after every rank's first step, before judging device activity
+
+    @property
+    def join_timeout_s(self) -> float:
+        return max(60.0, 2 * self.stall_timeout_s)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stall_action == "stop"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The job is stuck: who holds it up, the paragraph that says so, and what was done."""
+
+    ranks: list[int]
+    message: str
+    stopped: bool
+    headline: str = "STALLED"
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()  # recorded before stall_verdict
+    fields: dict[str, Any] = field(default_factory=dict)  # extra stall_verdict fields
+
+
+@dataclass
+class Tick:
+    """The run as the watcher sees it at ``now``."""
+
+    now: float
+    state: RunState
+    plan: LaunchPlan | None
+    config: WatchConfig
+    reading: DeviceReading
+    procs: Mapping[int, ProcSample]
+    nodes: NodeWatch
+    verdict: Verdict | None
+    cpu_seconds: Callable[[], dict[int, float]]
+    stacks: Callable[[Sequence[RankState]], Mapping[int, stall.Stack]]
+
+
+Result = Finding | Verdict
+Detector = Callable[[Tick], Sequence[Result]]
+
+
+class JoinDetector:
+    """Every expected rank joined (once, or after the join timeout); two ranks on one device."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.late_said = False
+
+    def __call__(self, t: Tick) -> list[Result]:
+        st = t.state
+        if self.done:
+            return []
+        if st.workers_at is None:
+            return self._workers_late(t)
+        expected = st.expected()
+        ready = all(verify._is_joined(st.ranks[r]) for r in expected if r in st.ranks)
+        if not ready and t.now - st.workers_at < t.config.join_timeout_s:
+            return []
+        self.done = True
+        world = t.plan.world_size if t.plan else len(expected)
+        check = verify.joined(expected, st.ranks, st.node_rank, world)
+        if check.severity != "ok":
+            check = verify.finding(check.id, check.severity, check.message + (
+                f" within {t.config.join_timeout_s:g} s of start (does the script call "
+                "distrun.init()? a rank that never calls it holds the others in init)"))
+        return [check, *verify.bindings(st.ranks)]
+
+    def _workers_late(self, t: Tick) -> list[Result]:
+        st = t.state
+        waited = t.now - (st.launched_at or t.now)
+        nnodes = t.plan.nnodes if t.plan else 1
+        if waited <= t.config.join_timeout_s or self.late_said or nnodes <= 1:
+            return []
+        self.late_said = True
+        return [verify.finding(
+            "rendezvous", "warning",
+            f"no workers after {waited:.0f} s: not every one of the {nnodes} nodes has joined "
+            "the rendezvous (torch waits 900 s by default before giving up); start distrun "
+            "launch on every node")]
+
+
+class ActivityDetector:
+    """After the first steps: every device (or, on CPU, every rank process) is busy."""
+
+    def __init__(self, join: JoinDetector) -> None:
+        self.join = join
+        self.done = False
+        self.baseline: dict[int, float] = {}
+        self.baseline_at = 0.0
+
+    def __call__(self, t: Tick) -> list[Result]:
+        st = t.state
+        if self.done or not self.join.done:
+            return []
+        all_beat = all(s.first_beat is not None for s in st.ranks.values())
+        waited = (st.workers_at is not None
+                  and t.now - st.workers_at > t.config.join_timeout_s + 10)
+        if not (all_beat or waited):
+            return []
+        if not self.baseline_at:
+            self.baseline, self.baseline_at = t.cpu_seconds(), t.now
+            return []
+        if t.now - self.baseline_at < t.config.settle_s:
+            return []
+        self.done = True
+        return list(self._activity(t))
+
+    def _activity(self, t: Tick) -> list[Finding]:
+        st = t.state
+        device_type = t.plan.device_type if t.plan else "cpu"
+        if device_type in verify.SHARED_DEVICES:
+            used = t.cpu_seconds()
+            span = max(t.now - self.baseline_at, 1e-3)
+            procs = {pid: ProcSample(pid, 100.0 * (used.get(pid, 0.0) - base) / span)
+                     for pid, base in self.baseline.items() if pid in used}
+            gone = {pid: ProcSample(pid, 0.0, alive=False)
+                    for pid in self.baseline if pid not in used}
+            return verify.cpu_activity(st.ranks, {**procs, **gone})
+        return verify.device_activity(device_type, st.visible_devices(), st.ranks, t.reading,
+                                      st.node_rank)
+
+
+def lost_node(t: Tick) -> list[Result]:
+    """A node of a multi-node job that stopped beating (see distrun.monitor.nodes)."""
+    if t.verdict is not None or t.state.finished:
+        return []
+    gone = t.nodes.lost(t.now)
+    if not gone:
+        return []
+    stopping = t.config.stopping
+    events = tuple(("node_lost", {"node_rank": n.node, "host": n.host, "ranks": list(n.ranks),
+                                  "last_heard_s": round(n.last_heard_s, 3), "last_step": n.step,
+                                  "reason": n.reason, "store": t.nodes.store}) for n in gone)
+    return [Verdict([r for n in gone for r in n.ranks], t.nodes.message(gone, stopping),
+                    stopping, "NODE LOST", events, {"lost_nodes": [n.node for n in gone]})]
+
+
+def stalled(t: Tick) -> list[Result]:
+    """Ranks whose heartbeat is older than the stall timeout, the culprit named from stacks."""
+    st = t.state
+    if t.verdict is not None or st.finished:
+        return []
+    stuck = stall.stalled(st.ranks, t.now, t.config.stall_timeout_s)
+    if not stuck or t.nodes.holds_stall(t.now):
+        return []
+    stacks = t.stacks(stuck)
+    stopping = t.config.stopping
+    blamed, message = stall.verdict(stuck, stacks, t.now, t.config.stall_timeout_s, stopping)
+    events = []
+    for s in stuck:
+        stack = stacks.get(s.rank)
+        events.append(("stalled", {
+            "rank": s.rank, "node_rank": s.node_rank, "local_rank": s.local_rank, "pid": s.pid,
+            "last_step": s.step, "heartbeat_age_s": s.age_s(t.now), "culprit": s in blamed,
+            "stack": stack.text[-4000:] if stack else None,
+            "stack_method": stack.method if stack else None}))
+    return [Verdict([s.rank for s in blamed], message, stopping, "STALLED", tuple(events))]
+
+
+def default_detectors() -> list[Detector]:
+    """The registry, in the order they run: verification first, then the judges."""
+    join = JoinDetector()
+    return [join, ActivityDetector(join), lost_node, stalled]
