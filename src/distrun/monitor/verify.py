@@ -7,11 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from distrun.accelerators.vendors import SHARED_DEVICE_TYPES
 from distrun.monitor.samples import DeviceReading, DeviceSample, ProcSample
 from distrun.monitor.state import RankState
 
 Severity = Literal["error", "warning", "info", "ok"]
-SHARED_DEVICES = ("cpu", "mps")
+SHARED_DEVICES = SHARED_DEVICE_TYPES  # the vendor table's
 IDLE_CPU_PERCENT = 1.0
 
 
