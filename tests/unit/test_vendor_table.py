@@ -21,7 +21,7 @@ def test_every_accelerator_has_a_sampler_and_only_cpu_and_apple_share_a_device()
     for vendor in VENDORS.values():
         assert vendor.shares_device == (vendor.id in (VendorId.CPU, VendorId.APPLE))
         assert (vendor.sampler == SamplerKind.NONE) == vendor.shares_device
-    assert SHARED_DEVICE_TYPES == {"cpu", "mps"}
+    assert {"cpu", "mps"} == SHARED_DEVICE_TYPES
 
 
 def test_runtime_extension_order_is_the_vendors_with_a_torch_extension() -> None:
