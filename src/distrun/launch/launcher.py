@@ -12,7 +12,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from distrun.launch import reaper
+from distrun.launch import guardian, reaper
 from distrun.launch.rundir import RunDir
 from distrun.model.plan import LaunchPlan
 from distrun.monitor.stall import EXIT_STALLED
@@ -154,6 +154,7 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
     run.event("launch_started", pid=os.getpid(), node_rank=node_rank, world_size=plan.world_size,
               nproc_per_node=plan.nproc_per_node, backend=plan.backend)
     subreaper = reaper.become_subreaper()
+    guard = guardian.start(run.path)  # ends the ranks if this process is killed
     started = time.monotonic()
     watcher = watch(run, getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
     try:
@@ -170,4 +171,5 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
         run.event("orphans_ended", subreaper=subreaper, processes=orphans)
     run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status,
               duration_s=round(time.monotonic() - started, 3), message=outcome.message)
+    guard.release()
     return outcome
