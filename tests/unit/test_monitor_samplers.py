@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from distrun.accelerators.probes import ToolFailed, ToolMissing
+from distrun.accelerators.sessions import NVML, open_session
 from distrun.monitor import devices
 from distrun.monitor.samples import DeviceSample
 
@@ -60,7 +61,7 @@ TITAN_Z = [
 
 
 def test_nvml_sampler_reads_utilisation_memory_and_processes() -> None:
-    reading = devices.NvmlSampler(fake_nvml(TITAN_Z)).read()
+    reading = devices.NvmlSampler(open_session(NVML, lambda name: fake_nvml(TITAN_Z))).read()
     assert reading.source == "nvml" and not reading.unavailable
     assert reading.devices == (
         DeviceSample(0, "GeForce GTX TITAN Z", 9.0, 771 * MIB, 6134 * MIB, (4242,), "nvml"),
@@ -70,7 +71,7 @@ def test_nvml_sampler_reads_utilisation_memory_and_processes() -> None:
 
 def test_nvml_metric_not_supported_is_not_available_not_a_crash() -> None:
     board = {**TITAN_Z[0], "util": None, "pids": None}
-    (sample,) = devices.NvmlSampler(fake_nvml([board])).read().devices
+    (sample,) = devices.NvmlSampler(open_session(NVML, lambda name: fake_nvml([board]))).read().devices
     assert sample.utilization_percent is None and sample.pids is None
     assert sample.memory_used_bytes == 771 * MIB
 

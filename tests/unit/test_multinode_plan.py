@@ -6,6 +6,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from distrun.errors import UsageError
 from distrun.launch.fanout import node_commands, parse_hostfile, strip_own
@@ -116,6 +118,7 @@ def test_cli_dry_run_prints_one_ssh_command_per_node(tmp_path: Path) -> None:
     for k, line in enumerate(lines):
         argv = shlex.split(line)
         assert argv[:2] == ["ssh", "-tt"] and argv[-2] == ["node-a", "node-b"][k]
+        assert argv[-3] == "--"  # ssh's options end before the host
         remote = shlex.split(argv[-1].split(" && ", 1)[1])
         assert remote[-3:] == ["train.py", "--epochs", "2"]
         joined = " ".join(remote)
@@ -132,3 +135,22 @@ def test_cli_hostfile_with_nnodes_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--hostfile sets the topology, but --nnodes was given" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/pwned", "-F/etc/passwd",
+                                  "host;reboot", "$(id)", "`id`", "a\\b", "x" * 300])
+def test_hostile_host_names_are_refused_as_usage_errors(host: str) -> None:
+    with pytest.raises(UsageError, match="is not a host name or address"):
+        parse_hostfile(f"{host} slots=1\n", "hosts.txt")
+
+
+@pytest.mark.parametrize("host", ["node-a", "gpu12.cluster.local", "alice@n1", "10.0.0.7",
+                                  "[fe80::1]", "fe80::1"])
+def test_ordinary_host_names_and_addresses_are_accepted(host: str) -> None:
+    assert parse_hostfile(f"{host} slots=2\n", "h")[0].name == host
+
+
+@given(st.text(min_size=1, max_size=40).map(lambda s: "-" + s.split()[0] if s.split() else "-x"))
+def test_nothing_starting_with_a_dash_ever_reaches_ssh(host: str) -> None:
+    with pytest.raises(UsageError):
+        parse_hostfile(f"{host} slots=1\n", "h")

@@ -32,9 +32,39 @@ class VendorId(str, Enum):
     CPU = "cpu"
 
 
+class SamplerKind(str, Enum):
+    """How the monitor reads a vendor's devices while a job runs (``monitor.devices``)."""
+
+    NVML = "nvml"  # nvidia-ml-py, nvidia-smi when it is not importable
+    AMDSMI = "amdsmi"  # the amdsmi library of ROCm
+    XPU_SMI = "xpu-smi"  # discovery once, then stats per device
+    TABLE = "table"  # one run of the vendor's tool per tick, parsed by the probe's parser
+    NONE = "none"  # no per-device reading: per-process CPU use stands in
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """How other schedulers name this vendor's devices (the exporters read these).
+
+    ``k8s_resource``: the device plugin's resource name; ``slurm_gres``: Slurm allocates these
+    as GPUs (``--gpus-per-node``) and its gres plugin then sets the visibility variable;
+    ``accelerate_type``: accelerate's DistributedType for more than one process.
+    """
+
+    k8s_resource: str | None = None
+    slurm_gres: bool = False
+    accelerate_type: str | None = None
+    slurm_sets_visibility: bool = False
+
+
 @dataclass(frozen=True)
 class Vendor:
-    """Facts about one accelerator vendor. ``backends`` is in order of preference."""
+    """Facts about one accelerator vendor. ``backends`` is in order of preference.
+
+    ``shares_device``: every rank uses the same device (CPU, Apple MPS), so there is no
+    per-rank device to bind or to verify. ``driver_file``: where the kernel driver states its
+    version (compared across nodes). ``sampler``: how the monitor reads the devices.
+    """
 
     id: VendorId
     label: str
@@ -44,6 +74,10 @@ class Vendor:
     backends: tuple[str, ...]
     tools: tuple[str, ...]
     model_words: tuple[str, ...]
+    sampler: SamplerKind = SamplerKind.NONE
+    deploy: Deploy = Deploy()
+    shares_device: bool = False
+    driver_file: str | None = None
 
     @property
     def backend(self) -> str:
@@ -60,23 +94,33 @@ VENDORS: dict[VendorId, Vendor] = {
         Vendor(VendorId.NVIDIA, "NVIDIA", "cuda", None, ("CUDA_VISIBLE_DEVICES",), ("nccl",),
                ("nvml", "nvidia-smi"),
                ("h100", "h200", "h800", "h20", "a100", "a800", "a10", "a30", "a40", "l4", "l40",
-                "v100", "t4", "p100", "rtx", "gb200", "b200", "b100", "gh200", "nvidia", "cuda")),
+                "v100", "t4", "p100", "rtx", "gb200", "b200", "b100", "gh200", "nvidia", "cuda"),
+               SamplerKind.NVML, Deploy("nvidia.com/gpu", True, "MULTI_GPU", True),
+               driver_file="/proc/driver/nvidia/version"),
         Vendor(VendorId.AMD, "AMD ROCm", "cuda", None,
                ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"), ("nccl",),
                ("amdsmi", "amd-smi", "rocm-smi"), ("mi300", "mi325", "mi250", "mi210", "mi100",
-                                                  "mi355", "instinct", "radeon", "amd", "rocm")),
+                                                  "mi355", "instinct", "radeon", "amd", "rocm"),
+               SamplerKind.AMDSMI, Deploy("amd.com/gpu", True, "MULTI_GPU", True),
+               driver_file="/sys/module/amdgpu/version"),
         Vendor(VendorId.INTEL, "Intel GPU", "xpu", None, ("ZE_AFFINITY_MASK",), ("xccl", "ccl"),
-               ("xpu-smi",), ("pvc", "max", "arc", "flex", "gaudi-xpu", "xpu", "intel")),
+               ("xpu-smi",), ("pvc", "max", "arc", "flex", "gaudi-xpu", "xpu", "intel"),
+               SamplerKind.XPU_SMI, Deploy("gpu.intel.com/i915", True, "MULTI_XPU", True)),
         Vendor(VendorId.ASCEND, "Huawei Ascend", "npu", "torch_npu",
                ("ASCEND_RT_VISIBLE_DEVICES",), ("hccl",), ("npu-smi",),
-               ("910", "910b", "910c", "310p", "ascend", "npu")),
+               ("910", "910b", "910c", "310p", "ascend", "npu"),
+               SamplerKind.TABLE, Deploy("huawei.com/Ascend910", True, "MULTI_NPU")),
         Vendor(VendorId.ENFLAME, "Enflame GCU", "gcu", "torch_gcu", ("TOPS_VISIBLE_DEVICES",),
-               ("eccl",), ("efsmi",), ("t20", "t21", "s60", "i20", "gcu", "enflame")),
+               ("eccl",), ("efsmi",), ("t20", "t21", "s60", "i20", "gcu", "enflame"),
+               SamplerKind.TABLE, Deploy(None, True, None)),
         Vendor(VendorId.CAMBRICON, "Cambricon MLU", "mlu", "torch_mlu", ("MLU_VISIBLE_DEVICES",),
-               ("cncl",), ("cnmon",), ("mlu370", "mlu590", "mlu", "cambricon")),
+               ("cncl",), ("cnmon",), ("mlu370", "mlu590", "mlu", "cambricon"),
+               SamplerKind.TABLE, Deploy(None, True, "MULTI_MLU")),
         Vendor(VendorId.APPLE, "Apple", "mps", None, (), ("gloo",), (), ("mps", "m1", "m2", "m3",
-                                                                        "m4", "apple")),
-        Vendor(VendorId.CPU, "CPU", "cpu", None, (), ("gloo",), ("psutil",), ("cpu",)),
+                                                                        "m4", "apple"),
+               deploy=Deploy(None, False, None), shares_device=True),
+        Vendor(VendorId.CPU, "CPU", "cpu", None, (), ("gloo",), ("psutil",), ("cpu",),
+               deploy=Deploy(None, False, "MULTI_CPU"), shares_device=True),
     )
 }
 
@@ -90,6 +134,17 @@ PROBE_ORDER: tuple[VendorId, ...] = (
     VendorId.CAMBRICON,
     VendorId.APPLE,
 )
+
+# The runtime's order when nothing is declared: a vendor whose torch extension is installed
+# (found, not imported) wins over what torch itself can see (``runtime.device.detect_type``).
+EXTENSION_ORDER: tuple[VendorId, ...] = tuple(v for v in PROBE_ORDER if VENDORS[v].module)
+
+BY_DEVICE_TYPE: dict[str, Vendor] = {}
+for _vendor in VENDORS.values():  # first wins: "cuda" is NVIDIA's (AMD's ROCm build shares it)
+    BY_DEVICE_TYPE.setdefault(_vendor.torch_device, _vendor)
+# Device types on which all ranks share one device (nothing to bind, nothing to verify).
+SHARED_DEVICE_TYPES: frozenset[str] = frozenset(
+    v.torch_device for v in VENDORS.values() if v.shares_device)
 
 ALL_BACKENDS: frozenset[str] = frozenset(b for v in VENDORS.values() for b in v.backends)
 # Backends of no vendor of their own: usable with any device (gloo on CPU, MPI, UCC).
@@ -113,3 +168,11 @@ def vendor_for_model(model: str) -> Vendor | None:
 
 def vendors_for_backend(backend: str) -> tuple[Vendor, ...]:
     return tuple(v for v in VENDORS.values() if backend in v.backends)
+
+
+def vendor_named(name: str) -> Vendor | None:
+    """The row for a vendor id (``"nvidia"``), or None for a name distrun does not know."""
+    try:
+        return VENDORS[VendorId(name)]
+    except ValueError:
+        return None

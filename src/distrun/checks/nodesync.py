@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distrun.accelerators.vendors import VENDORS
 from distrun.errors import DistrunError
 from distrun.model.plan import Finding, Severity
 
@@ -40,7 +41,7 @@ LINE_MAX = 64 * 1024
 READ_S = 5.0
 ERROR_KEYS = ("torch", "python_minor")
 WARNING_KEYS = ("python", "distrun", "driver", "git")
-DRIVER_FILES = {"nvidia": "/proc/driver/nvidia/version", "amd": "/sys/module/amdgpu/version"}
+DRIVER_FILES = {v.id.value: v.driver_file for v in VENDORS.values() if v.driver_file}
 
 
 class NodesMissing(DistrunError):

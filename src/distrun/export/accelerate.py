@@ -10,13 +10,14 @@ from typing import Any
 
 import yaml
 
+from distrun.accelerators.vendors import VENDORS
 from distrun.export.common import ExportError, rdzv_port, summary
 from distrun.export.options import ExportOptions
 from distrun.model.plan import LaunchPlan
 
-# torch device type -> accelerate's DistributedType for more than one process.
-DISTRIBUTED_TYPE = {"cuda": "MULTI_GPU", "xpu": "MULTI_XPU", "npu": "MULTI_NPU",
-                    "mlu": "MULTI_MLU", "cpu": "MULTI_CPU"}
+# torch device type -> accelerate's DistributedType for more than one process (vendor table).
+DISTRIBUTED_TYPE = {v.torch_device: v.deploy.accelerate_type for v in VENDORS.values()
+                    if v.deploy.accelerate_type}
 
 
 def distributed_type(plan: LaunchPlan) -> str:

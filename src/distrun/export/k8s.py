@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from distrun.accelerators.vendors import vendor_named
 from distrun.export.common import rdzv_port, summary, worker_args
 from distrun.export.options import ExportOptions, check_k8s_name
 from distrun.model.plan import LaunchPlan
@@ -28,9 +29,6 @@ _Dumper: Any = type("_Dumper", (yaml.SafeDumper,), {})
 _Dumper.add_representer(
     Text, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", str(v), style="'"))
 
-# Device plugin resource names per vendor (each vendor's Kubernetes device plugin).
-RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "intel": "gpu.intel.com/i915",
-            "ascend": "huawei.com/Ascend910"}
 
 
 def container(plan: LaunchPlan, options: ExportOptions) -> dict[str, Any]:
@@ -43,7 +41,8 @@ def container(plan: LaunchPlan, options: ExportOptions) -> dict[str, Any]:
     }
     if plan.env:
         spec["env"] = [{"name": k, "value": Text(v)} for k, v in plan.env.items()]
-    resource = RESOURCE.get(plan.vendor)
+    row = vendor_named(plan.vendor)
+    resource = row.deploy.k8s_resource if row else None
     if resource:
         spec["resources"] = {"limits": {resource: plan.nproc_per_node}}
     return spec

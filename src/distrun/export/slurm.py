@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import shlex
 
+from distrun.accelerators.vendors import VENDORS, vendor_named
 from distrun.export.common import quote_all, rdzv_port, summary, worker_args
 from distrun.export.options import ExportOptions
 from distrun.model.plan import LaunchPlan
 
 # Slurm's gres/gpu plugin sets these for the devices it allocates; the script leaves them alone.
-SET_BY_SLURM = frozenset({"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-                          "ZE_AFFINITY_MASK"})
-
-# Devices Slurm does not allocate as GPUs: no --gpus-per-node.
-NO_GRES = frozenset({"cpu", "apple"})
+SET_BY_SLURM = frozenset(var for v in VENDORS.values() if v.deploy.slurm_sets_visibility
+                         for var in v.visibility_vars)
 
 _HEAD = """\
 # Rendezvous host: the first node of the allocation, by its NodeAddr (a node name need not resolve).
@@ -26,6 +24,11 @@ head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
 head_addr=$(scontrol show node "$head_node" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')
 head_addr=${head_addr:-$head_node}
 """
+
+
+def _gres(vendor: str) -> bool:
+    row = vendor_named(vendor)
+    return row is not None and row.deploy.slurm_gres
 
 
 def cpus_per_task(plan: LaunchPlan, options: ExportOptions) -> int:
@@ -41,7 +44,7 @@ def directives(plan: LaunchPlan, options: ExportOptions) -> list[str]:
         ("job-name", options.job_name),
         ("nodes", plan.nnodes),
         ("ntasks-per-node", 1),
-        ("gpus-per-node", None if plan.vendor in NO_GRES else plan.nproc_per_node),
+        ("gpus-per-node", plan.nproc_per_node if _gres(plan.vendor) else None),
         ("cpus-per-task", cpus_per_task(plan, options)),
         ("time", options.time),
         ("partition", options.partition),

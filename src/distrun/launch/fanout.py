@@ -8,6 +8,7 @@ Python. ``--dry-run`` prints those ssh commands (shlex-quoted) and starts nothin
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -32,6 +33,22 @@ class Host:
     slots: int | None
 
 
+# A host name (RFC 1123 labels, optionally user@) or an IPv4/IPv6 address; never an ssh option.
+HOST_NAME = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
+                       r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[?[0-9A-Fa-f:.]+\]?)")
+MAX_HOSTS = 100_000
+
+
+def check_host(name: str, where: str) -> str:
+    """``name`` when it is a host name or address; a UsageError else (``-oProxyCommand=...``)."""
+    if len(name) > 253 or not HOST_NAME.fullmatch(name):
+        raise UsageError(f"{where}: {name[:80]!r} is not a host name or address",
+                         "letters, digits, '-', '.' (an optional user@ first), or an IP address",
+                         "write one 'hostname slots=N' per line; a host never starts with '-'")
+    return name
+
+
 def parse_hostfile(text: str, path: str) -> list[Host]:
     hosts: list[Host] = []
     for n, raw in enumerate(text.splitlines(), 1):
@@ -39,6 +56,7 @@ def parse_hostfile(text: str, path: str) -> list[Host]:
         if not line:
             continue
         name, *rest = line.split()
+        check_host(name, f"{path}:{n}")
         slots = None
         for item in rest:
             key, _, value = item.partition("=")
@@ -47,6 +65,9 @@ def parse_hostfile(text: str, path: str) -> list[Host]:
                                  fix="write one 'hostname slots=N' per line (N >= 1)")
             slots = int(value)
         hosts.append(Host(name, slots))
+        if len(hosts) > MAX_HOSTS:
+            raise UsageError(f"hostfile {path} names more than {MAX_HOSTS} hosts",
+                             fix="split the job, or check that this is the right file")
     if not hosts:
         raise UsageError(f"hostfile {path} names no host", fix="write one 'hostname slots=N' "
                          "per line")
@@ -111,7 +132,7 @@ def node_commands(argv: Sequence[str], script_at: int, req: Request, hosts: Sequ
             topo += ["--nproc-per-node", str(host.slots)]
         remote = [python, "-m", "distrun.cli.main", "launch", *topo, *flags, *rest]
         line = f"cd {shlex.quote(cwd)} && {shlex.join(remote)}"
-        out.append([*SSH, host.name, line])
+        out.append([*SSH, "--", check_host(host.name, "host"), line])
     return out
 
 

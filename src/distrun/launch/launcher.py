@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from distrun.launch import reaper
+from distrun.launch import guardian, reaper
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir
@@ -146,6 +146,7 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
               world_size=plan.world_size, nproc_per_node=plan.nproc_per_node,
               backend=plan.backend)
     subreaper = reaper.become_subreaper()
+    guard = guardian.start(run.path)  # ends the ranks if this process is killed
     started = time.monotonic()
     config = WatchConfig(getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
     watcher = watch(run, plan, config, LauncherActions(run))
@@ -163,4 +164,5 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
         run.event("orphans_ended", subreaper=subreaper, processes=orphans)
     run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status.value,
               duration_s=round(time.monotonic() - started, 3), message=outcome.message)
+    guard.release()
     return outcome

@@ -3,26 +3,31 @@
 torchrun writes each worker's raw stdout/stderr under ``<run>/torchrun``; ``reify`` is where
 torchelastic tells us which global rank each local rank got, so that is where the tailers
 that write ``logs/rank-<R>.log`` (and echo chosen ranks to the console) are started.
+
+Every line reaches the rank log, however fast it was printed: a tailer reads its file in
+large chunks, stamps each complete line with the time it read the chunk, writes the batch and
+flushes it (the raw file under ``torchrun/`` holds the same bytes the moment the rank wrote
+them). ``stop`` drains every file to its end before anything is closed; a tailer that cannot
+finish is reported as a lost-lines count, never hidden.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import IO
 
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, LogsDest, Std
-from torch.distributed.elastic.multiprocessing.tail_log import tail_logfile
 
 from distrun.model.rundir import RunDir, utc_now
 
 POLL_S = 0.05
-
-
-def _every_line(line: str) -> bool:
-    return True
+CHUNK = 1 << 20
+STUCK_S = 60.0  # a tailer that reads nothing new for this long while draining is given up
 
 
 class StampedWriter:
@@ -33,15 +38,63 @@ class StampedWriter:
         self.sink, self.stream, self.lock = sink, stream, lock
         self.echo, self.echo_prefix = echo, echo_prefix
 
-    def write(self, text: str) -> int:
-        line = text if text.endswith("\n") else text + "\n"
+    def write_lines(self, lines: list[str]) -> None:
+        """Complete lines (each ending in a newline), stamped with one read time."""
+        stamp = f"{utc_now()} {self.stream} "
         with self.lock:
-            self.sink.write(f"{utc_now()} {self.stream} {line}")
+            self.sink.write("".join(stamp + line for line in lines))
             self.sink.flush()
         if self.echo is not None:
-            self.echo.write(self.echo_prefix + line)
+            self.echo.write("".join(self.echo_prefix + line for line in lines))
             self.echo.flush()
+
+    def write(self, text: str) -> int:
+        self.write_lines([text if text.endswith("\n") else text + "\n"])
         return len(text)
+
+
+class Tailer(threading.Thread):
+    """Follows one file the rank writes; after ``finished`` it reads to the end and stops."""
+
+    def __init__(self, path: str, writer: StampedWriter, finished: threading.Event,
+                 name: str) -> None:
+        super().__init__(daemon=True, name=name)
+        self.path, self.writer, self.finished = path, writer, finished
+        self.lines = 0
+        self.last_progress = time.monotonic()
+
+    def run(self) -> None:
+        while not os.path.exists(self.path):
+            if self.finished.is_set():
+                return
+            time.sleep(POLL_S)
+        with open(self.path, "rb") as src:
+            self._follow(src)
+
+    def _follow(self, src: IO[bytes]) -> None:
+        rest = b""
+        while True:
+            chunk = src.read(CHUNK)
+            if chunk:
+                self.last_progress = time.monotonic()
+                rest = self._emit(rest + chunk)
+            elif self.finished.is_set():
+                if rest:
+                    self._emit(rest + b"\n")
+                return
+            else:
+                time.sleep(POLL_S)
+
+    def _emit(self, data: bytes) -> bytes:
+        head, sep, rest = data.rpartition(b"\n")
+        if len(rest) > CHUNK:  # a line longer than a chunk is written in chunk-sized pieces
+            head, sep, rest = data, b"\n", b""
+        if sep:
+            text = (head + b"\n").decode("utf-8", errors="replace")
+            lines = text.splitlines(keepends=True)
+            self.writer.write_lines(lines)
+            self.lines += len(lines)
+        return rest
 
 
 class RunDirLogsSpecs(DefaultLogsSpecs):
@@ -52,7 +105,8 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
         self.run, self.node_rank, self.echo = run, node_rank, echo
         self.host = socket.gethostname()
         self._finished = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._threads: list[Tailer] = []
+        self.lost_streams: list[str] = []
         self._files: list[IO[str]] = []
 
     def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
@@ -79,16 +133,22 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
         prefix = "" if rank == 0 else f"[rank{rank}] "
         for stream, path in (("out", dest.stdouts[local]), ("err", dest.stderrs[local])):
             writer = StampedWriter(sink, stream, lock, echo, prefix)
-            thread = threading.Thread(target=tail_logfile, daemon=True, name=f"tail-{rank}-{stream}",
-                                      args=("", path, writer, self._finished, POLL_S, _every_line))
+            thread = Tailer(path, writer, self._finished, f"tail-{rank}-{stream}")
             thread.start()
             self._threads.append(thread)
 
     def stop(self) -> None:
-        """Read every log to its end, then close. Call after the workers have exited."""
+        """Read every log to its end, then close. Call after the workers have exited.
+
+        Waits as long as the tailers make progress; one that reads nothing for ``STUCK_S``
+        is named in ``lost_streams`` and its file is left open (it is a daemon thread)."""
         self._finished.set()
         for thread in self._threads:
-            thread.join(timeout=10)
-        for sink in self._files:
-            sink.close()
+            while thread.is_alive() and time.monotonic() - thread.last_progress < STUCK_S:
+                thread.join(timeout=1.0)
+            if thread.is_alive():
+                self.lost_streams.append(thread.name)
+        if not self.lost_streams:
+            for sink in self._files:
+                sink.close()
         self._threads, self._files = [], []

@@ -6,18 +6,14 @@ records in them are typed by ``distrun.model.record``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from distrun.model.redact import REDACTED, redact_env
 from distrun.model.rundir import RunDir, RunDirError, utc_now
 
-__all__ = ["REDACTED", "SECRET", "RunDir", "RunDirError", "default_path", "redact", "utc_now"]
-
-SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE|CREDENTIAL|AUTH|COOKIE|"
-                    r"ACCESS_KEY|SESSION", re.IGNORECASE)
-REDACTED = "<redacted>"
+__all__ = ["REDACTED", "RunDir", "RunDirError", "default_path", "redact", "utc_now"]
 
 
 def default_path(name: str, root: str = "runs") -> Path:
@@ -26,4 +22,5 @@ def default_path(name: str, root: str = "runs") -> Path:
 
 
 def redact(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if SECRET.search(k) else v) for k, v in sorted(env.items())}
+    """The environment as stored in env.json: credentials out by name and by shape."""
+    return redact_env(env)

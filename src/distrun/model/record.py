@@ -193,6 +193,14 @@ class JobFinished(_Event):
             return None
 
 
+class LauncherLost(_Event):
+    """Written by the launcher's guardian when ``distrun launch`` itself was killed."""
+
+    event: Literal["launcher_lost"]
+    pid: int | None = None
+    ended: int = 0
+
+
 class MonitorError(_Event):
     event: Literal["monitor_error"]
     error: str = ""
@@ -205,13 +213,14 @@ class OtherEvent(_Event):
 
 
 Event = (LaunchStarted | WorkersStarted | RankJoined | Progress | Verified | Stalled
-         | StallVerdict | NodeLost | RankExited | OrphansEnded | JobFinished | MonitorError
-         | OtherEvent)
+         | StallVerdict | NodeLost | RankExited | OrphansEnded | JobFinished | LauncherLost
+         | MonitorError | OtherEvent)
 EVENT_TYPES: dict[str, type[_Event]] = {
     "launch_started": LaunchStarted, "workers_started": WorkersStarted,
     "rank_joined": RankJoined, "progress": Progress, "verified": Verified, "stalled": Stalled,
     "stall_verdict": StallVerdict, "node_lost": NodeLost, "rank_exited": RankExited,
     "orphans_ended": OrphansEnded, "job_finished": JobFinished, "monitor_error": MonitorError,
+    "launcher_lost": LauncherLost,
 }
 
 

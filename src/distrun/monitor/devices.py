@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from distrun.accelerators.probes import Runner, ToolFailed, ToolMissing, run_tool
+from distrun.accelerators.sessions import AMDSMI, NVML, Importer, Session, import_or_none, open_session
+from distrun.accelerators.vendors import SamplerKind, Vendor, vendor_named
 from distrun.monitor.samples import DeviceReading, DeviceSample
 from distrun.monitor.tool_samplers import TOOL_SAMPLERS
 
@@ -59,12 +61,12 @@ def _guard(fn: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> An
 
 
 class NvmlSampler:
-    """NVML through nvidia-ml-py; initialised once, shut down by ``close``."""
+    """NVML through nvidia-ml-py, over one open session; ``close`` shuts it down."""
 
-    def __init__(self, nvml: Any) -> None:
-        self.nvml = nvml
-        self.error: tuple[type[BaseException], ...] = (nvml.NVMLError,)
-        nvml.nvmlInit()
+    def __init__(self, nvml: Session) -> None:
+        self.session = nvml
+        self.nvml = nvml.lib
+        self.error = nvml.errors
 
     def read(self) -> DeviceReading:
         try:
@@ -93,7 +95,7 @@ class NvmlSampler:
         )
 
     def close(self) -> None:
-        _guard(self.nvml.nvmlShutdown, self.error)
+        self.session.close()
 
 
 def _number(text: str) -> float | None:
@@ -146,12 +148,12 @@ class SmiSampler:
 
 
 class AmdSmiSampler:
-    """AMD through the ``amdsmi`` library (ROCm). VRAM figures are in MiB."""
+    """AMD through the ``amdsmi`` library (ROCm), over one open session. VRAM is in MiB."""
 
-    def __init__(self, amdsmi: Any) -> None:
-        self.lib = amdsmi
-        self.error: tuple[type[BaseException], ...] = (amdsmi.AmdSmiException,)
-        amdsmi.amdsmi_init()
+    def __init__(self, amdsmi: Session) -> None:
+        self.session = amdsmi
+        self.lib = amdsmi.lib
+        self.error = amdsmi.errors
 
     def read(self) -> DeviceReading:
         try:
@@ -173,7 +175,7 @@ class AmdSmiSampler:
             if procs is not None else None, "amdsmi")
 
     def close(self) -> None:
-        _guard(self.lib.amdsmi_shut_down, self.error)
+        self.session.close()
 
 
 def _amd_value(value: Any) -> float | None:
@@ -186,47 +188,37 @@ def _mib(value: Any) -> int | None:
     return int(number * MIB) if number is not None else None
 
 
-def _import(name: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
+def _nvidia(run: Runner, importer: Importer) -> Sampler:
+    nvml = open_session(NVML, importer)
+    return NvmlSampler(nvml) if nvml.lib is not None else SmiSampler(run)
 
 
-def _nvidia(run: Runner, importer: Callable[[str], Any]) -> Sampler:
-    nvml = importer("pynvml")
-    if nvml is not None:
-        try:
-            return NvmlSampler(nvml)
-        except nvml.NVMLError:
-            pass
-    return SmiSampler(run)
+def _amd(run: Runner, importer: Importer) -> Sampler:
+    amdsmi = open_session(AMDSMI, importer)
+    return AmdSmiSampler(amdsmi) if amdsmi.lib is not None else NoDevices(amdsmi.why)
 
 
-def _amd(importer: Callable[[str], Any]) -> Sampler:
-    amdsmi = importer("amdsmi")
-    if amdsmi is None:
-        return NoDevices("amdsmi is not importable (pip install amdsmi from ROCm)")
-    try:
-        return AmdSmiSampler(amdsmi)
-    except amdsmi.AmdSmiException as exc:
-        return NoDevices(f"amdsmi: {exc}")
+def _tool(vendor: Vendor) -> Callable[[Runner, Importer], Sampler]:
+    return lambda run, importer: TOOL_SAMPLERS[vendor.id.value](run)
+
+
+_BY_KIND: dict[SamplerKind, Callable[[Vendor], Callable[[Runner, Importer], Sampler]]] = {
+    SamplerKind.NVML: lambda vendor: _nvidia,
+    SamplerKind.AMDSMI: lambda vendor: _amd,
+    SamplerKind.XPU_SMI: _tool,
+    SamplerKind.TABLE: _tool,
+    SamplerKind.NONE: lambda vendor: lambda run, importer: NoDevices(""),
+}
 
 
 def for_vendor(vendor: str, run: Runner = run_tool,
-               importer: Callable[[str], Any] = _import) -> Sampler:
-    """The best sampler this machine offers for ``vendor``; NoDevices with the reason else."""
-    if vendor == "nvidia":
-        return _nvidia(run, importer)
-    if vendor == "amd":
-        return _amd(importer)
-    if vendor in TOOL_SAMPLERS:
-        return TOOL_SAMPLERS[vendor](run)
-    if vendor in ("cpu", "apple"):
-        return NoDevices("")
-    return NoDevices(f"no device sampler for {vendor} yet: per-process CPU use stands in")
+               importer: Importer = import_or_none) -> Sampler:
+    """The best sampler this machine offers for ``vendor`` (the vendor table's sampler kind);
+    NoDevices with the reason else."""
+    row = vendor_named(vendor)
+    if row is None:
+        return NoDevices(f"no device sampler for {vendor} yet: per-process CPU use stands in")
+    return _BY_KIND[row.sampler](row)(run, importer)
 
 
 def physical(visible: Sequence[int], ordinal: int) -> int | None:

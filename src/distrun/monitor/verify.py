@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from distrun.accelerators.vendors import SHARED_DEVICE_TYPES
 from distrun.model.findings import Finding, Severity
 from distrun.monitor.samples import DeviceReading, DeviceSample, ProcSample
 from distrun.monitor.state import RankState
 
-SHARED_DEVICES = ("cpu", "mps")
+SHARED_DEVICES = SHARED_DEVICE_TYPES  # the vendor table's
 IDLE_CPU_PERCENT = 1.0
 
 

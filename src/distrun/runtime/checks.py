@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from distrun.accelerators.vendors import VENDORS
+from distrun.accelerators.vendors import SHARED_DEVICE_TYPES, VENDORS
 from distrun.cluster.base import RankFacts
 from distrun.runtime.errors import InitError
 
@@ -36,7 +36,7 @@ def visible_setting(device_type: str, env: Mapping[str, str]) -> str:
 def local_rank_fits(facts: RankFacts, device_type: str, count: int, env: Mapping[str, str]
                     ) -> None:
     """The `invalid device ordinal` case: a local rank beyond the devices this node shows."""
-    if device_type in ("cpu", "mps") or facts.local_rank < count:
+    if device_type in SHARED_DEVICE_TYPES or facts.local_rank < count:
         return
     var, setting = LOCAL_RANK_SOURCE.get(facts.environment, ("LOCAL_RANK", "processes per node"))
     started = (f"{facts.local_world_size} processes were started on this node"
@@ -68,7 +68,7 @@ def distinct_devices(bindings: Sequence[tuple[str, str]]) -> None:
     """``bindings[rank] = (host, device)``: two ranks on one device of one host is an error."""
     seen: dict[tuple[str, str], int] = {}
     for rank, key in enumerate(bindings):
-        if key[1] in ("cpu", "mps"):
+        if key[1] in SHARED_DEVICE_TYPES:
             continue
         if key in seen:
             raise shared_device(seen[key], rank, *key)

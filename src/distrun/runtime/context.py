@@ -9,6 +9,7 @@ Nothing heavy is imported before ``init()`` runs: torch (or jax) is imported ins
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import faulthandler
 import logging
@@ -219,6 +220,9 @@ def _init_group(facts: RankFacts, backend: str, timeout_s: float) -> None:
                             world_size=facts.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     _OWNS_GROUP.append(True)
+    # A group left to the interpreter's teardown can abort the finished process ("terminate
+    # called without an active exception", exit 134): tear down what distrun made at exit.
+    atexit.register(shutdown)
 
 
 def init_method(facts: RankFacts) -> str:

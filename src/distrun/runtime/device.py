@@ -15,7 +15,8 @@ import warnings
 from collections.abc import Mapping
 from types import ModuleType
 
-from distrun.accelerators.vendors import KNOWN_BACKENDS, VENDORS
+from distrun.accelerators.sessions import NVML, session
+from distrun.accelerators.vendors import EXTENSION_ORDER, KNOWN_BACKENDS, SHARED_DEVICE_TYPES, VENDORS
 from distrun.errors import DistrunError
 from distrun.runtime.errors import InitError
 
@@ -23,7 +24,7 @@ from distrun.runtime.errors import InitError
 EXTENSIONS: dict[str, str | None] = {v.torch_device: v.module for v in VENDORS.values()}
 # device type -> collective backends in order of preference (the vendor table's)
 BACKENDS: dict[str, tuple[str, ...]] = {v.torch_device: v.backends for v in VENDORS.values()}
-UNBOUND = ("cpu", "mps")  # device types with no per-rank device to select
+UNBOUND = SHARED_DEVICE_TYPES  # device types with no per-rank device to select
 INVENTORY_VAR = "DISTRUN_INVENTORY"
 
 
@@ -101,10 +102,9 @@ def detect_type(env: Mapping[str, str]) -> str:
     declared = declared_count(env)
     if declared is not None:
         return declared[0]
-    for device_type in ("npu", "gcu", "mlu"):
-        module = EXTENSIONS[device_type]
-        if module and importlib.util.find_spec(module) is not None:
-            return device_type
+    for vendor in (VENDORS[v] for v in EXTENSION_ORDER):
+        if vendor.module and importlib.util.find_spec(vendor.module) is not None:
+            return vendor.torch_device
     return _torch_type()
 
 
@@ -127,16 +127,14 @@ def _torch_type() -> str:
 
 
 def _nvml_count() -> int:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no library, no driver: no NVIDIA device
-        return 0
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    finally:
-        pynvml.nvmlShutdown()
+    """NVIDIA devices through NVML (no CUDA context); 0 with no library or driver."""
+    with session(NVML) as nvml:
+        if nvml.lib is None:
+            return 0
+        try:
+            return int(nvml.lib.nvmlDeviceGetCount())
+        except nvml.errors:
+            return 0
 
 
 def choose_backend(device_type: str, requested: str | None) -> str:

@@ -24,6 +24,7 @@ from distrun.accelerators.probes import (
     failed,
     run_and_parse,
 )
+from distrun.accelerators.sessions import AMDSMI, session
 from distrun.accelerators.vendors import VendorId
 
 ROCM_SMI = (
@@ -51,21 +52,16 @@ def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
 
 def probe_amdsmi() -> ProbeResult | None:
     """Devices through the amdsmi library; None when it is not importable."""
-    try:
-        import amdsmi
-    except ImportError:
-        return None
-    try:
-        amdsmi.amdsmi_init()
-    except Exception as exc:  # amdsmi raises AmdSmiException subclasses; any failure = absent
-        return absent(VendorId.AMD, f"amdsmi: {exc}")
-    try:
-        handles = amdsmi.amdsmi_get_processor_handles()
-        devices = tuple(_amdsmi_device(amdsmi, i, h) for i, h in enumerate(handles))
-    except Exception as exc:
-        return failed(VendorId.AMD, "amdsmi", f"amdsmi: {exc}")
-    finally:
-        amdsmi.amdsmi_shut_down()
+    with session(AMDSMI) as smi:
+        if not smi.importable:
+            return None
+        if smi.lib is None:
+            return absent(VendorId.AMD, smi.why)
+        try:
+            handles = smi.lib.amdsmi_get_processor_handles()
+            devices = tuple(_amdsmi_device(smi.lib, i, h) for i, h in enumerate(handles))
+        except smi.errors as exc:
+            return failed(VendorId.AMD, "amdsmi", f"amdsmi: {exc}")
     if not devices:
         return absent(VendorId.AMD, "amdsmi reports 0 GPUs")
     return ProbeResult(VendorId.AMD, "found", devices, "amdsmi")

@@ -21,6 +21,7 @@ from distrun.accelerators.probes import (
     parse_mib,
     run_and_parse,
 )
+from distrun.accelerators.sessions import NVML, session
 from distrun.accelerators.vendors import VendorId
 
 SMI_QUERY = (
@@ -42,22 +43,17 @@ def probe(env: Mapping[str, str], run: Runner) -> ProbeResult:
 
 def probe_nvml() -> ProbeResult | None:
     """Devices through NVML; None when nvidia-ml-py is not importable."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return absent(VendorId.NVIDIA, f"NVML: {exc}")
-    try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        count = pynvml.nvmlDeviceGetCount()
-        devices = tuple(_nvml_device(pynvml, i) for i in range(count))
-    except pynvml.NVMLError as exc:
-        return failed(VendorId.NVIDIA, "nvml", f"NVML: {exc}")
-    finally:
-        pynvml.nvmlShutdown()
+    with session(NVML) as nvml:
+        if not nvml.importable:
+            return None
+        if nvml.lib is None:
+            return absent(VendorId.NVIDIA, nvml.why)
+        try:
+            driver = _text(nvml.lib.nvmlSystemGetDriverVersion())
+            count = nvml.lib.nvmlDeviceGetCount()
+            devices = tuple(_nvml_device(nvml.lib, i) for i in range(count))
+        except nvml.errors as exc:
+            return failed(VendorId.NVIDIA, "nvml", f"NVML: {exc}")
     if not devices:
         return absent(VendorId.NVIDIA, "NVML reports 0 devices")
     return ProbeResult(VendorId.NVIDIA, "found", devices, "nvml", driver=driver)

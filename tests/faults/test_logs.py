@@ -1,0 +1,57 @@
+"""Fault: ranks that print faster than anyone reads. Every line reaches the rank log."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from distrun.launch.logs import StampedWriter, Tailer
+from tests.conftest import run_cli
+
+SCRIPT = Path(__file__).parent / "scripts_flood.py"
+
+
+def test_tailer_keeps_every_line_and_the_unterminated_last_one(tmp_path: Path) -> None:
+    src = tmp_path / "raw.log"
+    src.write_bytes(b"".join(b"line %d\n" % i for i in range(50_000)) + b"no newline at end")
+    out = tmp_path / "rank.log"
+    finished = threading.Event()
+    finished.set()
+    with open(out, "w", encoding="utf-8") as sink:
+        tailer = Tailer(str(src), StampedWriter(sink, "out", threading.Lock(), None, ""),
+                        finished, "t")
+        tailer.run()
+    lines = out.read_text().splitlines()
+    assert len(lines) == 50_001 and tailer.lines == 50_001
+    assert lines[0].endswith(" out line 0") and lines[-1].endswith(" out no newline at end")
+
+
+def test_a_line_longer_than_a_chunk_is_kept_in_pieces(tmp_path: Path) -> None:
+    src = tmp_path / "raw.log"
+    src.write_bytes(b"y" * (3 * (1 << 20) + 5) + b"\nshort\n")
+    out = tmp_path / "rank.log"
+    finished = threading.Event()
+    finished.set()
+    with open(out, "w", encoding="utf-8") as sink:
+        Tailer(str(src), StampedWriter(sink, "err", threading.Lock(), None, ""), finished,
+               "t").run()
+    text = out.read_text()
+    assert text.count("y") == 3 * (1 << 20) + 5 and text.endswith(" err short\n")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_ranks_printing_a_million_lines_each_lose_none(tmp_path: Path, marker: str) -> None:
+    run = tmp_path / "run"
+    done = run_cli(["launch", "--nproc-per-node", "2", "--run-dir", str(run), str(SCRIPT)],
+                   tmp_path, timeout=280, env={"DISTRUN_TEST_MARK": marker})
+    assert done.returncode == 0, done.stderr[-2000:]
+    for rank in (0, 1):
+        with open(run / "logs" / f"rank-{rank}.log", "rb") as log:
+            count = sum(1 for line in log if b" out rank " in line)
+        assert count == 1_000_000, f"rank {rank}: {count} of 1000000 lines"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "succeeded"
