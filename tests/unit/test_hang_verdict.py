@@ -10,7 +10,7 @@ NOW = 1000.0
 WORLD = (0, 1, 2, 3)
 
 
-def rank(r: int, enq: int, done: int, at: float = NOW - 20, op: str = "gloo:all_reduce",
+def rank(r: int, enq: int, done: int, *, at: float = NOW - 20, op: str = "gloo:all_reduce",
          sizes: tuple[tuple[int, ...], ...] = ((1000,),), exited: float | None = None,
          world: tuple[int, ...] = WORLD) -> RankProgress:
     described = enq > done

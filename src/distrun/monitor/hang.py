@@ -114,18 +114,35 @@ def _ranks(ranks: Sequence[int]) -> str:
 
 
 def hang_verdict(states: Mapping[int, RankProgress], health: Mapping[int, RankHealth],
-                 now: float, expected_ranks: Iterable[int],
+                 now: float, expected_ranks: Iterable[int], *,
                  hang_after_s: float = HANG_AFTER_S,
                  busy_cpu_percent: float = BUSY_CPU_PERCENT) -> HangVerdict | None:
     """The worst hang over every process group; ``None`` while collectives progress."""
-    expected = tuple(sorted(expected_ranks))
+    seen = _Seen(states, health, now, tuple(sorted(expected_ranks)), hang_after_s,
+                 busy_cpu_percent)
     found = []
     for pg in sorted({pg for s in states.values() for pg in s.groups}):
-        verdict = _group_verdict(pg, states, health, now, expected, hang_after_s,
-                                 busy_cpu_percent)
+        verdict = _group_verdict(pg, seen)
         if verdict is not None:
             found.append(verdict)
     return max(found, key=lambda v: (v.must_stop, v.waited_s), default=None)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    states: Mapping[int, RankProgress]
+    health: Mapping[int, RankHealth]
+    now: float
+    expected: tuple[int, ...]
+    hang_after_s: float
+    busy: float
+
+
+@dataclass(frozen=True)
+class _At:
+    pg: str
+    seq: int
+    waited: float
 
 
 def _members(pg: str, states: Mapping[int, RankProgress], expected: tuple[int, ...]) -> list[int]:
@@ -136,30 +153,29 @@ def _members(pg: str, states: Mapping[int, RankProgress], expected: tuple[int, .
     return list(expected) if pg == "0" else sorted(r for r, s in states.items() if pg in s.groups)
 
 
-def _group_verdict(pg: str, states: Mapping[int, RankProgress],
-                   health: Mapping[int, RankHealth], now: float, expected: tuple[int, ...],
-                   hang_after_s: float, busy: float) -> HangVerdict | None:
-    members = _members(pg, states, expected)
+def _group_verdict(pg: str, seen: _Seen) -> HangVerdict | None:
+    states, health = seen.states, seen.health
+    members = _members(pg, states, seen.expected)
     groups = {r: states[r].groups.get(pg) if r in states else None for r in members}
     seq = max((g.enqueued for g in groups.values() if g is not None), default=0)
     waiters = {r: g for r, g in groups.items() if g is not None and g.enqueued == seq
                and g.in_flight}
     if not waiters:
         return None
-    waited = now - max(g.changed_at for g in waiters.values())
+    at = _At(pg, seq, seen.now - max(g.changed_at for g in waiters.values()))
     laggards = [r for r, g in groups.items() if g is None or g.enqueued < seq]
     gone = [r for r in laggards if not _alive(r, states, health)]
     if gone:
-        return _verdict(Kind.GONE, gone, waiters, pg, seq, waited,
+        return _verdict(Kind.GONE, gone, waiters, at,
                         {r: _gone_why(r, groups[r], states) for r in gone})
-    if waited < hang_after_s:
+    if at.waited < seen.hang_after_s:
         return None
     if laggards:
         cpu = {r: health.get(r, RankHealth()).cpu_percent for r in laggards}
-        kind = Kind.BUSY if all((c or 0.0) >= busy for c in cpu.values()) else Kind.IDLE
-        return _verdict(kind, laggards, waiters, pg, seq, waited,
+        kind = Kind.BUSY if all((c or 0.0) >= seen.busy for c in cpu.values()) else Kind.IDLE
+        return _verdict(kind, laggards, waiters, at,
                         {r: _lag_why(kind, groups[r], cpu[r]) for r in laggards})
-    return _mismatch(waiters, pg, seq, waited)
+    return _mismatch(waiters, at)
 
 
 def _alive(rank: int, states: Mapping[int, RankProgress],
@@ -186,22 +202,23 @@ def _lag_why(kind: Kind, group: GroupProgress | None, cpu: float | None) -> str:
     return f"is idle outside any collective ({use}; {last}): hung, sleeping or blocked"
 
 
-def _verdict(kind: Kind, culprits: list[int], waiters: Mapping[int, GroupProgress], pg: str,
-             seq: int, waited: float, why: dict[int, str]) -> HangVerdict:
+def _verdict(kind: Kind, culprits: list[int], waiters: Mapping[int, GroupProgress], at: _At,
+             why: dict[int, str]) -> HangVerdict:
+    pg, seq = at.pg, at.seq
     described = [g for g in waiters.values() if g.op_at(seq)]
     first = described[0] if described else None
     edges = tuple(WaitEdge(w, c, pg, seq, g.op_at(seq))
                   for w, g in sorted(waiters.items()) for c in culprits)
     timeouts = [g.timeout_s for g in waiters.values() if g.timeout_s]
     return HangVerdict(kind, tuple(culprits), tuple(sorted(waiters)), pg, seq,
-                       first.op if first else "", first.sizes if first else (), waited,
+                       first.op if first else "", first.sizes if first else (), at.waited,
                        edges, why, min(timeouts) if timeouts else None)
 
 
-def _mismatch(waiters: Mapping[int, GroupProgress], pg: str, seq: int,
-              waited: float) -> HangVerdict | None:
+def _mismatch(waiters: Mapping[int, GroupProgress], at: _At) -> HangVerdict | None:
+    seq = at.seq
     issued = {r: (g.op_at(seq), g.sizes) for r, g in waiters.items() if g.op_at(seq)}
-    if len(set(issued.values())) < 2:  # noqa: PLR2004
+    if len(set(issued.values())) < 2:
         return None
     counts = Counter(issued.values())
     lowest = issued[min(issued)]
@@ -209,8 +226,7 @@ def _mismatch(waiters: Mapping[int, GroupProgress], pg: str, seq: int,
     odd = sorted(r for r, k in issued.items() if k != common)
     rest = {r: g for r, g in waiters.items() if r not in odd}
     why = {r: f"{op} {list(map(list, sizes))}" for r, (op, sizes) in sorted(issued.items())}
-    verdict = _verdict(Kind.MISMATCH, odd, rest, pg, seq, waited, why)
-    return verdict
+    return _verdict(Kind.MISMATCH, odd, rest, at, why)
 
 
 def cause_line(hang: Mapping[str, Any]) -> tuple[str, list[int]]:
