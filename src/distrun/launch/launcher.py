@@ -12,11 +12,13 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distrun import instrument
 from distrun.launch import reaper
 from distrun.launch.rundir import RunDir
+from distrun.model.plan import LaunchPlan
+from distrun.monitor.hangwatch import HangConfig, HangWatch
 from distrun.monitor.stall import EXIT_STALLED
 from distrun.monitor.watcher import watch
-from distrun.model.plan import LaunchPlan
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
 
@@ -155,11 +157,21 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
               nproc_per_node=plan.nproc_per_node, backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
-    watcher = watch(run, getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    timeout, action = getattr(ns, "stall_timeout", None), getattr(ns, "stall_action", "stop")
+    instrumented = instrument.enabled(os.environ, getattr(ns, "no_instrument", False))
+    watcher = watch(run, timeout, action, instrumented=instrumented)
+    hangs, saved = _hang_watch(run, plan.nodes[node_rank].ranks, timeout, action,
+                               watcher.stop_job) if instrumented else (None, {})
     try:
         outcome = run_job(plan, ns, run, node_rank, echo)
     finally:
         verdict = watcher.stop()
+        hung = hangs.stop() if hangs is not None else None
+        _restore(saved)
+    if hung is not None:
+        verdict = None
+        outcome = Outcome(EXIT_STALLED, "stalled", outcome.failures, hung.verdict.culprits[0],
+                          hung.message)
     if verdict is not None and verdict.stopped:
         outcome = Outcome(EXIT_STALLED, "stalled", outcome.failures,
                           verdict.ranks[0] if verdict.ranks else None, verdict.message)
@@ -171,3 +183,24 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
     run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status,
               duration_s=round(time.monotonic() - started, 3), message=outcome.message)
     return outcome
+
+
+def _hang_watch(run: RunDir, ranks: list[int], timeout: float | None, action: str,
+                stop_job: Callable[[list[int]], None]) -> tuple[HangWatch, dict[str, str | None]]:
+    """Instrument the workers (their environment) and start the hang watch beside them."""
+    extra = instrument.worker_env(os.environ)
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    (run.path / instrument.PROGRESS_DIR).mkdir(mode=0o700, exist_ok=True)
+    hangs = HangWatch(run, ranks, HangConfig(stall_timeout_s=timeout, action=action),
+                      stop_job=stop_job)
+    hangs.start()
+    return hangs, saved
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -163,7 +163,8 @@ def _group_verdict(pg: str, seen: _Seen) -> HangVerdict | None:
     if not waiters:
         return None
     at = _At(pg, seq, seen.now - max(g.changed_at for g in waiters.values()))
-    laggards = [r for r, g in groups.items() if g is None or g.enqueued < seq]
+    laggards = [r for r, g in groups.items()  # ranks on other nodes are not seen here
+                if (g is None and r in seen.expected) or (g is not None and g.enqueued < seq)]
     gone = [r for r in laggards if not _alive(r, states, health)]
     if gone:
         return _verdict(Kind.GONE, gone, waiters, at,

@@ -33,6 +33,8 @@ class WatchConfig:
     interval_s: float = 1.0
     record_every_s: float = 2.0
     settle_s: float = 3.0  # after every rank's first step, before judging device activity
+    stall_stops: bool = True  # False: a heartbeat stall only warns (no --stall-timeout given)
+    instrumented: bool = False  # join and CPU activity come from distrun.monitor.hangwatch
 
     @property
     def join_timeout_s(self) -> float:
@@ -151,6 +153,10 @@ class Watcher(threading.Thread):
         if st.workers_at is None:
             self._workers_late(now)
             return
+        if self.config.instrumented:  # joined: from the process group (hangwatch)
+            p.joined_done = True
+            self._report(verify.bindings(st.ranks))
+            return
         expected = st.expected()
         ready = all(verify._is_joined(st.ranks[r]) for r in expected if r in st.ranks)
         if not ready and now - st.workers_at < self.config.join_timeout_s:
@@ -197,6 +203,8 @@ class Watcher(threading.Thread):
     def _activity(self, now: float, reading: DeviceReading) -> list[verify.Check]:
         st = self.state
         device_type = str(st.plan.get("device_type", "cpu"))
+        if device_type in verify.SHARED_DEVICES and self.config.instrumented:
+            return []  # CPU use is judged by the hang watch's proof line
         if device_type in verify.SHARED_DEVICES:
             used = self._cpu_seconds()
             span = max(now - self._p.baseline_at, 1e-3)
@@ -230,7 +238,7 @@ class Watcher(threading.Thread):
         if not stuck or self.nodes.holds_stall(now):
             return
         stacks = stall.dump_stacks(stuck, self.run_dir.logs)
-        stopping = self.config.stall_action == "stop"
+        stopping = self.config.stall_action == "stop" and self.config.stall_stops
         blamed, message = stall.verdict(stuck, stacks, time.time(), self.config.stall_timeout_s,
                                         stopping)
         for s in stuck:
@@ -277,7 +285,10 @@ class Watcher(threading.Thread):
                 continue
 
 
-def watch(run: RunDir, stall_timeout_s: float, stall_action: str, **extra: Any) -> Watcher:
-    watcher = Watcher(run, WatchConfig(stall_timeout_s, stall_action), **extra)
+def watch(run: RunDir, stall_timeout_s: float | None, stall_action: str,
+          instrumented: bool = False, **extra: Any) -> Watcher:
+    config = WatchConfig(stall_timeout_s or 30.0, stall_action,
+                         stall_stops=stall_timeout_s is not None, instrumented=instrumented)
+    watcher = Watcher(run, config, **extra)
     watcher.start()
     return watcher
