@@ -99,3 +99,14 @@ def test_cause_line_for_diagnose_and_the_file_round_trip() -> None:
         "rank 2 hung outside collective #7 (gloo:all_reduce) while the others waited in it", [2])
     assert parse(states[0].dumps()) == states[0]
     assert parse("{not json") is None and parse('{"v": 1}') is None
+
+
+def test_kind_4_after_the_end_gloo_counts_the_failed_collective_as_completed() -> None:
+    """Rank 1 exited after #1; rank 0's #2 "completed" (failed) as it exited: rank 1 named."""
+    states = {0: rank(0, 2, 2, at=NOW - 1, exited=NOW - 1, world=(0, 1)),
+              1: rank(1, 1, 1, exited=NOW - 3, world=(0, 1))}
+    dead = {0: RankHealth(alive=False), 1: RankHealth(alive=False)}
+    v = hang_verdict(states, dead, NOW, (0, 1))
+    assert v is not None and v.kind is Kind.GONE and v.culprits == (1,) and v.waiting == (0,)
+    healthy_end = {r: rank(r, 5, 5, exited=NOW - 1, world=(0, 1)) for r in (0, 1)}
+    assert hang_verdict(healthy_end, dead, NOW, (0, 1)) is None

@@ -224,8 +224,11 @@ class Tracker(threading.Thread):
     def _undescribed(self, now: float, exiting: bool) -> list[tuple[str, int]]:
         if not exiting and now - self._described_at < DESCRIBE_EVERY_S:
             return []
+        # leaving on an uncaught exception (Python sets sys.last_value before atexit): the
+        # last collective too, which gloo counts as completed even when it failed
+        failed = exiting and getattr(sys, "last_value", None) is not None
         return [(pg, g.enqueued) for pg, g in self._groups.items()
-                if g.in_flight and g.op_seq != g.enqueued
+                if (g.in_flight or failed) and g.enqueued > 0 and g.op_seq != g.enqueued
                 and (exiting or now - g.changed_at >= DESCRIBE_AFTER_S)]
 
     def _describe(self, want: list[tuple[str, int]], now: float) -> None:

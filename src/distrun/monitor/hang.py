@@ -158,14 +158,14 @@ def _group_verdict(pg: str, seen: _Seen) -> HangVerdict | None:
     members = _members(pg, states, seen.expected)
     groups = {r: states[r].groups.get(pg) if r in states else None for r in members}
     seq = max((g.enqueued for g in groups.values() if g is not None), default=0)
-    waiters = {r: g for r, g in groups.items() if g is not None and g.enqueued == seq
-               and g.in_flight}
-    if not waiters:
-        return None
-    at = _At(pg, seq, seen.now - max(g.changed_at for g in waiters.values()))
     laggards = [r for r, g in groups.items()  # ranks on other nodes are not seen here
                 if (g is None and r in seen.expected) or (g is not None and g.enqueued < seq)]
     gone = [r for r in laggards if not _alive(r, states, health)]
+    waiters = {r: g for r, g in groups.items() if g is not None and g.enqueued == seq
+               and (g.in_flight or _failed_on(r, gone, states))}
+    if not waiters:
+        return None
+    at = _At(pg, seq, seen.now - max(g.changed_at for g in waiters.values()))
     if gone:
         return _verdict(Kind.GONE, gone, waiters, at,
                         {r: _gone_why(r, groups[r], states) for r in gone})
@@ -177,6 +177,13 @@ def _group_verdict(pg: str, seen: _Seen) -> HangVerdict | None:
         return _verdict(kind, laggards, waiters, at,
                         {r: _lag_why(kind, groups[r], cpu[r]) for r in laggards})
     return _mismatch(waiters, at)
+
+
+def _failed_on(rank: int, gone: list[int], states: Mapping[int, RankProgress]) -> bool:
+    """A collective cannot complete without every member: one "completed" (gloo counts a
+    failed one so) at a number that an exited member never reached failed on it."""
+    exited = [r for r in gone if r in states and states[r].exited_at is not None]
+    return bool(exited) and rank in states and states[rank].exited_at is not None
 
 
 def _alive(rank: int, states: Mapping[int, RankProgress],

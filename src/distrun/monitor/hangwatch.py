@@ -20,12 +20,13 @@ from typing import Any, Protocol, TextIO
 
 from distrun.model.progress import RankProgress, parse
 from distrun.monitor import stall
-from distrun.monitor.hang import HANG_AFTER_S, HangVerdict, RankHealth, hang_verdict
+from distrun.monitor.hang import HANG_AFTER_S, HangVerdict, Kind, RankHealth, hang_verdict
 from distrun.monitor.procs import ProcSampler
 from distrun.monitor.state import RankState
 
 PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
 BACKEND_TIMEOUT_MARGIN_S = 5.0  # stop this long before the backend's own timeout fires
+GONE_DESCRIBE_WAIT_S = 5.0  # a rank gone: wait this long for the waiters' op and sizes
 PROOF_WINDOW_S = 3.0  # CPU use measured over this long after every rank joined
 BUSY_PERCENT = 1.0
 
@@ -201,7 +202,8 @@ class HangWatch(threading.Thread):
 
     def _resolved(self, now: float, verdict: HangVerdict | None, final: bool) -> None:
         old = self._m.current
-        if old is not None and not final and (verdict is None or verdict.key != old.key):
+        if (old is not None and old.key in self._m.said and not final
+                and (verdict is None or verdict.key != old.key)):
             self.say(f"distrun: hang resolved: {_ranks(old.culprits)} caught up and "
                      f"{old.collective()} went on")
             self.run_dir.event("hang_resolved", culprits=list(old.culprits), pg=old.pg,
@@ -210,6 +212,9 @@ class HangWatch(threading.Thread):
 
     def _act(self, verdict: HangVerdict, states: Mapping[int, RankProgress],
              final: bool) -> None:
+        if verdict.kind is Kind.GONE and not verdict.op and not final and (
+                verdict.waited_s < GONE_DESCRIBE_WAIT_S):
+            return  # the waiters' op lands in a few seconds (or at their exit): name it then
         stop, why = self._should_stop(verdict)
         if verdict.key not in self._m.said:
             self._m.said.add(verdict.key)
