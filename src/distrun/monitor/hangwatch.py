@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import deque
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from distrun.monitor.state import RankState
 PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
 BACKEND_TIMEOUT_MARGIN_S = 5.0  # stop this long before the backend's own timeout fires
 GONE_DESCRIBE_WAIT_S = 5.0  # a rank gone: wait this long for the waiters' op and sizes
-PROOF_WINDOW_S = 3.0  # CPU use measured over this long after every rank joined
+PROOF_WINDOW_S = 3.0
+CPU_TICKS = 5  # the verdict judges a culprit's CPU use over the last few ticks  # CPU use measured over this long after every rank joined
 BUSY_PERCENT = 1.0
 
 
@@ -111,6 +113,7 @@ class _Memory:
     proved: bool = False
     cpu_sum: dict[int, float] = field(default_factory=dict)
     cpu_n: dict[int, int] = field(default_factory=dict)
+    recent: dict[int, deque[float]] = field(default_factory=dict)
 
 
 class HangWatch(threading.Thread):
@@ -165,12 +168,15 @@ class HangWatch(threading.Thread):
             return {r: RankHealth(alive=False) for r in self.expected}
         pids = {r: s.pid for r, s in states.items()}
         samples = self.procs.read(list(pids.values()))
-        out = {r: RankHealth(samples[pid].alive, samples[pid].cpu_percent)
-               for r, pid in pids.items()}
-        for r, h in out.items():
-            if h.cpu_percent is not None:
-                self._m.cpu_sum[r] = self._m.cpu_sum.get(r, 0.0) + h.cpu_percent
+        out = {}
+        for r, pid in pids.items():
+            sample, recent = samples[pid], self._m.recent.setdefault(r, deque(maxlen=CPU_TICKS))
+            if sample.cpu_percent is not None:
+                recent.append(sample.cpu_percent)
+                self._m.cpu_sum[r] = self._m.cpu_sum.get(r, 0.0) + sample.cpu_percent
                 self._m.cpu_n[r] = self._m.cpu_n.get(r, 0) + 1
+            mean = sum(recent) / len(recent) if recent else None
+            out[r] = RankHealth(sample.alive, mean)
         return out
 
     def _prove(self, now: float, states: Mapping[int, RankProgress],
