@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import deque
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +28,8 @@ from distrun.monitor.state import RankState
 PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
 BACKEND_TIMEOUT_MARGIN_S = 5.0  # stop this long before the backend's own timeout fires
 GONE_DESCRIBE_WAIT_S = 5.0  # a rank gone: wait this long for the waiters' op and sizes
-PROOF_WINDOW_S = 3.0
-CPU_TICKS = 5  # the verdict judges a culprit's CPU use over the last few ticks  # CPU use measured over this long after every rank joined
+PROOF_WINDOW_S = 3.0  # CPU use measured over this long after every rank joined
+CPU_TICKS = 5  # the verdict judges a culprit's CPU use over the last few ticks
 BUSY_PERCENT = 1.0
 
 
