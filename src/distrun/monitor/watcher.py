@@ -153,15 +153,14 @@ class Watcher(threading.Thread):
         if st.workers_at is None:
             self._workers_late(now)
             return
-        if self.config.instrumented:  # joined: from the process group (hangwatch)
-            p.joined_done = True
-            self._report(verify.bindings(st.ranks))
-            return
         expected = st.expected()
         ready = all(verify._is_joined(st.ranks[r]) for r in expected if r in st.ranks)
         if not ready and now - st.workers_at < self.config.join_timeout_s:
             return
         p.joined_done = True
+        if self.config.instrumented:  # joined: from the process group (hangwatch)
+            self._report(verify.bindings(st.ranks))
+            return
         world = int(st.plan.get("world_size", len(expected)))
         check = verify.joined(expected, st.ranks, st.node_rank, world)
         if check.severity != "ok":
