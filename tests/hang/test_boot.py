@@ -55,3 +55,18 @@ def test_worker_env_puts_the_boot_dir_first_once() -> None:
     env = worker_env({"PYTHONPATH": f"/a{os.pathsep}{BOOT_DIR}{os.pathsep}/b"})
     assert env == {"DISTRUN_INSTRUMENT": "1",
                    "PYTHONPATH": os.pathsep.join([BOOT_DIR, "/a", "/b"])}
+
+
+def test_a_forked_child_leaving_does_not_mark_the_rank_exited(tmp_path: Path) -> None:
+    code = ("import os, sys, torch.distributed as dist\n"
+            "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='0', WORLD_SIZE='1')\n"
+            "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n    sys.exit(0)\n"
+            "os.waitpid(pid, 0)\n"
+            "path = os.path.join(os.environ['DISTRUN_RUN_DIR'], 'progress', 'rank-0.json')\n"
+            "print(open(path).read().count('\"exited_at\":null'))\n")
+    done = python(code, [BOOT_DIR, SRC], DISTRUN_INSTRUMENT="1", RANK="0",
+                  DISTRUN_RUN_DIR=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1\n"

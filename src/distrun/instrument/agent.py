@@ -182,6 +182,8 @@ class Tracker(threading.Thread):
 
     def finish(self) -> None:
         """At interpreter exit: the last counters, what is still in flight, and the exit."""
+        if os.getpid() != self._base.pid:
+            return  # a forked child of the rank leaving: not the rank
         self._halt.set()
         try:
             self.update(time.time(), exiting=True)
