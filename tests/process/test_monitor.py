@@ -51,12 +51,13 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_healthy_job_is_verified_within_seconds(healthy: tuple[Path, str]) -> None:
     run, stderr = healthy
-    assert "distrun: verify: ok: 2/2 ranks on node 0 joined" in stderr
+    # joined: from the process group (distrun.instrument), after a short CPU-use window
+    assert "distrun: verify: ok: 2/2 ranks joined, each its own process (CPU)" in stderr
     assert "verify: WARNING" not in stderr and "verify: ERROR" not in stderr
     evs = events(run)
     joined = max(epoch(e["time"]) or 0 for e in evs if e["event"] == "rank_joined")
     verified = next(epoch(e["time"]) or 0 for e in evs if e["event"] == "verified")
-    assert 0 <= verified - joined < 3.0
+    assert 0 <= verified - joined < 6.0
 
 
 def test_stalled_rank_is_named_and_the_job_ends_within_timeout_plus_10s(

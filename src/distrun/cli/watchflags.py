@@ -17,12 +17,17 @@ def seconds(text: str) -> float:
 
 def add_watch_flags(group: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
     actions = [
-        group.add_argument("--stall-timeout", type=seconds, default=30.0, metavar="SECONDS",
-                           help="a rank whose heartbeat (ctx.step) is older than this is "
-                                "stalled (default 30)"),
+        group.add_argument("--stall-timeout", type=seconds, default=None, metavar="SECONDS",
+                           help="stop the job after this long without progress (collectives, "
+                                "or ctx.step heartbeats); default: name the culprit and warn, "
+                                "stop only when the backend's own timeout would fire"),
         group.add_argument("--stall-action", choices=("stop", "warn"), default="stop",
-                           help="on a stall: stop the job with a verdict (default), or only "
-                                "warn"),
+                           help="when a hang cannot resolve (collective mismatch, a rank "
+                                "gone, a timeout reached): stop the job with a verdict "
+                                "(default), or only warn"),
+        group.add_argument("--no-instrument", action="store_true", default=False,
+                           help="do not instrument the ranks (no join proof or hang verdict "
+                                "from the process group); also DISTRUN_NO_INSTRUMENT=1"),
     ]
     for action in actions:
         var = "DISTRUN_" + action.dest.upper()

@@ -12,10 +12,12 @@ import uuid
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+from distrun import instrument
 from distrun.launch import guardian, reaper
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir
+from distrun.monitor.hangwatch import HangConfig, HangWatch
 from distrun.monitor.stall import EXIT_STALLED
 from distrun.monitor.watcher import LauncherActions, WatchConfig, watch
 
@@ -148,12 +150,24 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
     subreaper = reaper.become_subreaper()
     guard = guardian.start(run.path)  # ends the ranks if this process is killed
     started = time.monotonic()
-    config = WatchConfig(getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
-    watcher = watch(run, plan, config, LauncherActions(run))
+    timeout, action = getattr(ns, "stall_timeout", None), getattr(ns, "stall_action", "stop")
+    instrumented = instrument.enabled(os.environ, getattr(ns, "no_instrument", False))
+    config = WatchConfig(timeout or 30.0, action, stall_stops=timeout is not None,
+                         instrumented=instrumented)
+    actions = LauncherActions(run)
+    watcher = watch(run, plan, config, actions)
+    hangs, saved = _hang_watch(run, plan.nodes[node_rank].ranks, timeout, action,
+                               actions.stop) if instrumented else (None, {})
     try:
         outcome = run_job(plan, ns, run, node_rank, echo)
     finally:
         verdict = watcher.stop()
+        hung = hangs.stop() if hangs is not None else None
+        _restore(saved)
+    if hung is not None:
+        verdict = None
+        outcome = JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
+                             hung.verdict.culprits[0], hung.message)
     if verdict is not None and verdict.stopped:
         outcome = JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
                              verdict.ranks[0] if verdict.ranks else None, verdict.message)
@@ -166,3 +180,24 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
               duration_s=round(time.monotonic() - started, 3), message=outcome.message)
     guard.release()
     return outcome
+
+
+def _hang_watch(run: RunDir, ranks: list[int], timeout: float | None, action: str,
+                stop_job: Callable[[list[int]], None]) -> tuple[HangWatch, dict[str, str | None]]:
+    """Instrument the workers (their environment) and start the hang watch beside them."""
+    extra = instrument.worker_env(os.environ)
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    (run.path / instrument.PROGRESS_DIR).mkdir(mode=0o700, exist_ok=True)
+    hangs = HangWatch(run, ranks, HangConfig(stall_timeout_s=timeout, action=action),
+                      stop_job=stop_job)
+    hangs.start()
+    return hangs, saved
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -40,6 +40,8 @@ class WatchConfig:
     interval_s: float = 1.0
     record_every_s: float = 2.0
     settle_s: float = 3.0  # after every rank's first step, before judging device activity
+    stall_stops: bool = True  # False: a heartbeat stall only warns (no --stall-timeout given)
+    instrumented: bool = False  # join and CPU activity come from distrun.monitor.hangwatch
 
     @property
     def join_timeout_s(self) -> float:
@@ -47,7 +49,13 @@ class WatchConfig:
 
     @property
     def stopping(self) -> bool:
+        """A lost node: waiting cannot succeed, so stop unless told to only warn."""
         return self.stall_action == "stop"
+
+    @property
+    def stall_stopping(self) -> bool:
+        """A heartbeat stall stops the job only when the user set --stall-timeout."""
+        return self.stall_action == "stop" and self.stall_stops
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ class JoinDetector:
         if not ready and t.now - st.workers_at < t.config.join_timeout_s:
             return []
         self.done = True
+        if t.config.instrumented:  # joined: from the process group (hangwatch's proof line)
+            return list(verify.bindings(st.ranks))
         world = t.plan.world_size if t.plan else len(expected)
         check = verify.joined(expected, st.ranks, st.node_rank, world)
         if check.severity != "ok":
@@ -151,6 +161,8 @@ class ActivityDetector:
     def _activity(self, t: Tick) -> list[Finding]:
         st = t.state
         device_type = t.plan.device_type if t.plan else "cpu"
+        if device_type in verify.SHARED_DEVICES and t.config.instrumented:
+            return []  # CPU use is judged by the hang watch's proof line
         if device_type in verify.SHARED_DEVICES:
             used = t.cpu_seconds()
             span = max(t.now - self.baseline_at, 1e-3)
@@ -187,7 +199,7 @@ def stalled(t: Tick) -> list[Result]:
     if not stuck or t.nodes.holds_stall(t.now):
         return []
     stacks = t.stacks(stuck)
-    stopping = t.config.stopping
+    stopping = t.config.stall_stopping
     blamed, message = stall.verdict(stuck, stacks, t.now, t.config.stall_timeout_s, stopping)
     events = []
     for s in stuck:

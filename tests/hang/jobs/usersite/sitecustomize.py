@@ -1,0 +1,3 @@
+import os
+
+os.environ["USER_SITECUSTOMIZE_RAN"] = "yes"

@@ -1,0 +1,142 @@
+"""Real processes, plain torch scripts that import nothing from distrun (gloo, this host): each
+hang named by kind with its culprit, the record in the run directory, the default that never
+throws away good work, the positive proof on a healthy job, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distrun.monitor.hang import cause_line
+from tests.conftest import run_cli
+
+pytestmark = [pytest.mark.slow]
+JOBS = Path(__file__).parent / "jobs"
+
+
+def launch(tmp_path: Path, marker: str, nproc: int, script: str, *args: str,
+           timeout: float = 150, flags: tuple[str, ...] = (),
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    argv = ["launch", "--nproc-per-node", str(nproc), "--run-dir", str(tmp_path / "run"),
+            *flags, script if "-m" in flags else str(JOBS / script), *args]
+    return run_cli(argv, tmp_path, timeout=timeout,
+                   env={"DISTRUN_TEST_MARK": marker, **(env or {})})
+
+
+def events(tmp_path: Path, name: str) -> list[dict[str, Any]]:
+    lines = (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == name]
+
+
+def hang_line(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if line.startswith("distrun: HANG"))
+
+
+@pytest.mark.timeout(240)
+def test_kind_1_rank_2_of_4_sleeps_before_an_all_reduce(tmp_path: Path, marker: str) -> None:
+    started = time.monotonic()
+    done = launch(tmp_path, marker, 4, "sleeper.py", "2", "30")
+    assert done.returncode == 0, done.stderr[-3000:]  # waiting succeeded: nothing thrown away
+    line = hang_line(done.stderr)
+    assert line.startswith("distrun: HANG (kind 1, idle): rank 2 has not entered collective #4 "
+                           "(gloo:all_reduce [[1000]], process group 0) that ranks 0, 1, 3 "
+                           "wait in for"), line
+    assert "rank 2 is idle outside any collective" in line
+    assert "distrun: stack of rank 2 (py-spy):" in done.stderr
+    assert "main (sleeper.py:18)" in done.stderr  # the culprit's own line: time.sleep
+    assert "distrun: hang resolved: rank 2 caught up" in done.stderr
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["kind"] == "idle" and hang["culprits"] == [2] and hang["waiting"] == [0, 1, 3]
+    assert {(e["waiter"], e["culprit"]) for e in hang["waiting_graph"]} == {
+        (0, 2), (1, 2), (3, 2)}
+    assert "sleeper.py:18" in hang["stacks"]["2"]["text"]
+    assert cause_line(hang)[1] == [2]
+    [event] = events(tmp_path, "hang")
+    assert event["culprits"] == [2] and event["collective"]["seq"] == 4
+    assert 10 <= hang["waited_s"] <= 15  # named within 15 s of the hang
+    assert time.monotonic() - started < 200
+
+
+@pytest.mark.timeout(420)
+def test_kind_2_rank_0_busy_90_s_before_a_barrier_finishes_with_exit_0(
+        tmp_path: Path, marker: str) -> None:
+    done = launch(tmp_path, marker, 2, "busy_rank0.py", "90", timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = hang_line(done.stderr)
+    assert line.startswith("distrun: HANG (kind 2, busy): rank 0 has not entered collective "
+                           "#2 (gloo:barrier"), line
+    assert "rank 0 is busy outside the collective" in line
+    assert "the job keeps running" in done.stderr and "stopping the job" not in done.stderr
+    assert "rank 0 done 4" in done.stdout and "job succeeded" in done.stderr
+
+
+@pytest.mark.timeout(180)
+def test_kind_3_all_reduce_against_broadcast_is_stopped(tmp_path: Path, marker: str) -> None:
+    started = time.monotonic()
+    done = launch(tmp_path, marker, 2, "mismatch.py")
+    assert done.returncode == 124, done.stderr[-3000:]
+    line = hang_line(done.stderr)
+    assert line.startswith("distrun: HANG (kind 3, mismatch): collective mismatch at "
+                           "collective #2"), line
+    assert "rank 0: gloo:all_reduce [[10]]" in line and "rank 1: gloo:broadcast [[10]]" in line
+    assert "distrun: stopping the job: waiting cannot succeed" in done.stderr
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["kind"] == "mismatch" and hang["must_stop"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "stalled"
+    assert time.monotonic() - started < 150  # not gloo's 30 minutes
+
+
+@pytest.mark.timeout(180)
+def test_kind_4_a_rank_that_exits_0_early_is_named(tmp_path: Path, marker: str) -> None:
+    done = launch(tmp_path, marker, 2, "early_exit.py")
+    assert done.returncode != 0
+    line = hang_line(done.stderr)
+    assert line.startswith("distrun: HANG (kind 4, gone): rank 1 has not entered collective #2 "
+                           "(gloo:all_reduce"), line
+    assert "rank 1 exited after collective #1" in line
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["kind"] == "gone" and hang["culprits"] == [1]
+
+
+@pytest.mark.timeout(180)
+def test_healthy_plain_job_prints_the_proof_and_no_error(tmp_path: Path, marker: str) -> None:
+    done = launch(tmp_path, marker, 2, "healthy.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ("distrun: verify: ok: 2/2 ranks joined, each its own process (CPU), 2/2 "
+            "processes busy") in done.stderr
+    assert "ERROR" not in done.stderr and "HANG" not in done.stderr
+    assert "WARNING" not in done.stderr
+    progress = tmp_path / "run" / "progress"
+    assert sorted(p.name for p in progress.iterdir()) == ["rank-0.json", "rank-1.json"]
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in progress.iterdir())
+
+
+@pytest.mark.timeout(180)
+def test_script_sees_what_it_would_without_distrun(tmp_path: Path, marker: str) -> None:
+    """-m, argv, __main__, the user's own sitecustomize, exit status and traceback kept."""
+    path = [str(JOBS / "usersite"), str(JOBS / "pkg"), os.environ.get("PYTHONPATH", "")]
+    done = launch(tmp_path, marker, 2, "intact", "a", "--b", flags=("-m",),
+                  env={"PYTHONPATH": os.pathsep.join(path)})
+    assert done.returncode == 1, done.stderr[-3000:]
+    log0 = (tmp_path / "run" / "logs" / "rank-0.log").read_text()
+    assert "name=__main__ argv=['a', '--b'] spec=intact.__main__ custom=yes" in log0
+    log1 = (tmp_path / "run" / "logs" / "rank-1.log").read_text()
+    assert "ValueError: user error on rank 1" in log1
+    assert 'intact/__main__.py", line 13, in <module>' in log1
+    assert "distrun/instrument" not in log1
+    assert (tmp_path / "run" / "progress" / "rank-1.json").exists()
+
+
+@pytest.mark.timeout(180)
+def test_no_instrument_turns_it_off(tmp_path: Path, marker: str) -> None:
+    done = launch(tmp_path, marker, 2, "healthy.py", flags=("--no-instrument",))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not list((tmp_path / "run").glob("progress/*"))
+    assert "ranks joined, each" not in done.stderr
