@@ -25,6 +25,7 @@ from distrun.cli import exitcodes
 from distrun.cli.args import OneLineParser
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
+from distrun.model.record import printable
 from distrun.monitor.snapshot import problems, snapshot
 from distrun.monitor.state import RunState, latest_run
 
@@ -78,7 +79,7 @@ def main(argv: list[str]) -> int:
 def warn(lines: list[str]) -> None:
     """What could not be read, one line each on stderr: the rest is still shown."""
     for line in lines:
-        print(f"distrun monitor: warning: {line}", file=sys.stderr)
+        print(f"distrun monitor: warning: {printable(line)}", file=sys.stderr)
 
 
 def live(state: RunState, console: Console, interval: float, timeout: float) -> int:

@@ -233,7 +233,12 @@ class BadLine:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.reason}"
+        return printable(f"{self.file}:{self.line}: {self.reason}")
+
+
+def printable(text: str) -> str:
+    """One line a terminal shows as it is: control characters (``\\r``, escapes) as ``\\xNN``."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _why(exc: ValidationError) -> str:
