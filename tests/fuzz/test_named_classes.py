@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from distrun.errors import DistrunError
-from tests.fuzz.harness import call_main, run_limited
+from tests.fuzz.harness import Result, call_main, run_limited
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -118,23 +118,31 @@ def special(work: Path, name: str) -> str:
 FILES = ["ls", "zero", "fifo", "dir"]
 
 
+def special_call(argv: list[str], work: Path, name: str) -> Result:
+    """/dev/zero in a subprocess (a read could eat memory before a signal); the rest here, a
+    blocked FIFO open broken by SIGALRM."""
+    if name == "zero":
+        return run_limited(argv, work, timeout=60)
+    return call_main(argv, work, timeout=20)
+
+
 @pytest.mark.parametrize("name", FILES)
 @TYPED
 def test_special_file_as_config(work: Path, name: str) -> None:
-    run_limited(["plan", "--config", special(work, name), "t.py"], work, timeout=60).check({2})
+    special_call(["plan", "--config", special(work, name), "t.py"], work, name).check({2})
 
 
 @pytest.mark.parametrize("name", FILES)
 @TYPED
 def test_special_file_as_hostfile(work: Path, name: str) -> None:
-    run_limited(["launch", "--dry-run", "--hostfile", special(work, name), "t.py"], work,
-                timeout=60).check({2})
+    special_call(["launch", "--dry-run", "--hostfile", special(work, name), "t.py"], work,
+                 name).check({2})
 
 
 @pytest.mark.parametrize("name", ["zero", "fifo"])
 @DIAG
 def test_special_file_as_log(work: Path, name: str) -> None:
-    run_limited(["diagnose", special(work, name)], work, timeout=60).check({2})
+    special_call(["diagnose", special(work, name)], work, name).check({2})
 
 
 @pytest.mark.parametrize("argv", [

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from distrun.accelerators.inventory import DEVICES_PER_NODE_MAX, NODES_MAX, parse_declared
@@ -23,10 +23,13 @@ from distrun.errors import UsageError
 from tests.fuzz.harness import call_main
 
 pytestmark = pytest.mark.timeout(300)
+# No shrinking: a failing example is reported as found (shrinking many distinct failures of
+# an xfailed surface took minutes); derandomize: the same examples every run.
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+                phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 TYPED = pytest.mark.xfail(strict=False, reason="fixed by typed-plan")
 OTHERS = pytest.mark.xfail(strict=False, reason="fixed by typed-plan|run-record|diag-engine")
+RECORD = pytest.mark.xfail(strict=False, reason="fixed by run-record (monitor/report readers)")
 
 # No NUL: argv and environment values cannot carry one.
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -60,7 +63,6 @@ EXPORT_FLAGS = [*PLAN_FLAGS, "--output", "--job-name", "--time", "--partition",
                 "--cpus-per-task", "--image", "--namespace", "--torchrun"]
 
 
-@TYPED
 @FUZZ
 @given(extra=flags(PLAN_FLAGS))
 @example(extra=["--master-port", "70000"])
@@ -71,7 +73,6 @@ def test_plan_flags(extra: list[str]) -> None:
         call_main(["plan", *extra, "t.py"], work, timeout=30).check()
 
 
-@TYPED
 @FUZZ
 @given(extra=flags(LAUNCH_FLAGS))
 @example(extra=["--rdzv-conf", "garbage"])
@@ -106,7 +107,6 @@ ENVS = st.dictionaries(st.sampled_from(ENV_KEYS), NASTY, max_size=4)
 SLURM_BASE = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[0-1]", "SLURM_NODEID": "0"}
 
 
-@OTHERS
 @FUZZ
 @given(env=ENVS, slurm=st.booleans())
 @example(env={"PET_MASTER_PORT": "70000"}, slurm=False)
@@ -139,7 +139,6 @@ HOST_LINE = st.one_of(TEXT, st.tuples(TEXT, NASTY).map(lambda t: f"{t[0]} slots=
                                        "h2", "# c", "h3 slots=0", "h4 slots=-1"]))
 
 
-@TYPED
 @FUZZ
 @given(lines=st.lists(HOST_LINE, min_size=0, max_size=4))
 @example(lines=["-oProxyCommand=touch /tmp/x slots=1"])
@@ -158,7 +157,6 @@ TOML_KEYS = ["nnodes", "nproc_per_node", "master_port", "master_addr", "backend"
              "node_rank", "unknown_key", "inventory"]
 
 
-@TYPED
 @FUZZ
 @given(items=st.dictionaries(st.sampled_from(TOML_KEYS), TOML_VALUE, max_size=3),
        junk=st.one_of(st.just(""), TEXT))
@@ -182,7 +180,7 @@ EVENT = st.one_of(
 RUN_FILES = ["events.jsonl", "samples.jsonl", "plan.json", "summary.json", "logs/rank-0.log"]
 
 
-@OTHERS
+@RECORD
 @FUZZ
 @given(files=st.dictionaries(st.sampled_from(RUN_FILES), st.lists(EVENT, max_size=4),
                              max_size=4))
@@ -199,7 +197,6 @@ def test_run_directory_files(files: dict[str, list[str]]) -> None:
             call_main(argv, work, timeout=30).check()
 
 
-@OTHERS
 @FUZZ
 @given(lines=st.lists(st.one_of(TEXT, st.sampled_from([
     "Traceback (most recent call last):", "RuntimeError: CUDA out of memory [/]",
