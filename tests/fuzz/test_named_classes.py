@@ -123,7 +123,7 @@ def special_call(argv: list[str], work: Path, name: str) -> Result:
     blocked FIFO open broken by SIGALRM."""
     if name == "zero":
         return run_limited(argv, work, timeout=60)
-    return call_main(argv, work, timeout=20)
+    return call_main(argv, work, timeout=8)
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -153,7 +153,7 @@ def test_special_file_as_log(work: Path, name: str) -> None:
                  marks=TYPED),
 ])
 def test_memory_bombs_are_refused_within_limits(work: Path, argv: list[str]) -> None:
-    run_limited(argv, work, timeout=120).check({2})
+    run_limited(argv, work, timeout=45).check({2})
 
 
 def run_dirs(work: Path) -> dict[str, str]:
