@@ -17,7 +17,7 @@ from distrun.checks.network import (
     network_setup,
     probe_master,
 )
-from distrun.checks.nodesync import NodesMissing, compare, join, serve
+from distrun.checks.nodesync import NodeFacts, NodesMissing, compare, join, serve
 from distrun.model.plan import LaunchPlan
 from distrun.plan import Request, build
 
@@ -167,17 +167,20 @@ def test_probe_unresolvable_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> No
     assert time.monotonic() - started < 1
 
 
-FACTS = {"host": "n0", "node_rank": 0, "python": "3.11.7", "python_minor": "3.11",
-         "torch": "2.13.0", "distrun": "0.1.0", "driver": None, "git": "abc"}
+FACTS = NodeFacts(host="n0", node_rank=0, python="3.11.7", python_minor="3.11",
+                  torch="2.13.0", distrun="0.1.0", driver=None, git="abc")
+
+
+def facts(**update: Any) -> NodeFacts:
+    return FACTS.model_copy(update=update)
 
 
 def test_compare_agreeing_nodes() -> None:
-    assert compare(FACTS, [{**FACTS, "host": "n1", "node_rank": 1}], [0.2]) == []
+    assert compare(FACTS, [facts(host="n1", node_rank=1)], [0.2]) == []
 
 
 def test_compare_reports_each_disagreement() -> None:
-    peer = {**FACTS, "host": "n1", "node_rank": 0, "torch": "2.12.1", "python": "3.11.9",
-            "git": "def+dirty"}
+    peer = facts(host="n1", node_rank=0, torch="2.12.1", python="3.11.9", git="def+dirty")
     found = compare(FACTS, [peer], [-42.0])
     assert ids(found) == {"node-rank-duplicate": "error", "nodes-differ-torch": "error",
                           "nodes-differ-python": "warning", "nodes-differ-git": "warning",
@@ -190,7 +193,7 @@ def test_compare_reports_each_disagreement() -> None:
 
 
 def test_python_minor_mismatch_is_one_error() -> None:
-    found = compare(FACTS, [{**FACTS, "node_rank": 1, "python": "3.10.4", "python_minor": "3.10"}],
+    found = compare(FACTS, [facts(node_rank=1, python="3.10.4", python_minor="3.10")],
                     [0.0])
     assert ids(found) == {"nodes-differ-python": "error"}
 
@@ -212,9 +215,9 @@ def test_exchange_over_loopback_gives_every_node_the_same_findings() -> None:
     stray.sendall(b"\x00\x01garbage\n")
 
     def node(rank: int, skew: float) -> None:
-        facts = {**FACTS, "host": f"n{rank}", "node_rank": rank}
+        mine = facts(host=f"n{rank}", node_rank=rank)
         conn = probe_master("127.0.0.1", port, wait_s=10)
-        result[f"n{rank}"] = join(conn, facts, 20, "127.0.0.1", clock=lambda: time.time() + skew)
+        result[f"n{rank}"] = join(conn, mine, 20, "127.0.0.1", clock=lambda: time.time() + skew)
 
     peers = [threading.Thread(target=node, args=args) for args in ((1, 0.0), (2, 30.0))]
     for t in peers:

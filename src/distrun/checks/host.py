@@ -50,6 +50,10 @@ def hosts_store(plan: LaunchPlan, ctx: HostContext) -> bool:
 def master_port_free(plan: LaunchPlan, ctx: HostContext) -> list[Finding]:
     if not hosts_store(plan, ctx):
         return []
+    if not 0 < plan.master_port <= 65535:
+        return [Finding(id="port-invalid", severity="error",
+                        message=f"master port {plan.master_port} is not a TCP port",
+                        fix="pass --master-port between 1 and 65535 (e.g. 29500)")]
     try:
         port_in_use(plan.master_port)
     except OSError as exc:

@@ -21,7 +21,7 @@ class Kubeflow(ClusterEnvironment):
         return all(k in env for k in keys)
 
     def facts(self) -> RankFacts:
-        world = self.integer("WORLD_SIZE")
+        world = self.size("WORLD_SIZE")
         rank = self.integer("RANK")
         return RankFacts(
             self.name,
@@ -32,5 +32,5 @@ class Kubeflow(ClusterEnvironment):
             node_rank=rank,
             nnodes=world,
             master_addr=self.env["MASTER_ADDR"],
-            master_port=self.integer("MASTER_PORT"),
+            master_port=self.port("MASTER_PORT"),
         )

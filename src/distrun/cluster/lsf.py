@@ -15,8 +15,8 @@ class LSF(ClusterEnvironment):
         return "LSB_JOBID" in env and "JSM_NAMESPACE_RANK" in env
 
     def facts(self) -> RankFacts:
-        world = self.integer("JSM_NAMESPACE_SIZE")
-        local_size = self.optional_int("JSM_NAMESPACE_LOCAL_SIZE")
+        world = self.size("JSM_NAMESPACE_SIZE")
+        local_size = self.optional_int("JSM_NAMESPACE_LOCAL_SIZE", minimum=1)
         rank = self.integer("JSM_NAMESPACE_RANK")
         return RankFacts(
             self.name,
@@ -27,7 +27,7 @@ class LSF(ClusterEnvironment):
             node_rank=rank // local_size if local_size else 0,
             nnodes=-(-world // local_size) if local_size else None,
             master_addr=self.env.get("MASTER_ADDR") or _first_compute_host(self.env),
-            master_port=self.optional_int("MASTER_PORT"),
+            master_port=self.optional_port("MASTER_PORT"),
         )
 
 

@@ -16,8 +16,8 @@ class Manual(ClusterEnvironment):
         return "RANK" in env and "WORLD_SIZE" in env
 
     def facts(self) -> RankFacts:
-        local_size = self.optional_int("LOCAL_WORLD_SIZE")
-        world = self.integer("WORLD_SIZE")
+        local_size = self.optional_int("LOCAL_WORLD_SIZE", minimum=1)
+        world = self.size("WORLD_SIZE")
         rank = self.integer("RANK")
         return RankFacts(
             self.name,
@@ -26,9 +26,9 @@ class Manual(ClusterEnvironment):
             local_rank=self.integer("LOCAL_RANK", 0),
             local_world_size=local_size,
             node_rank=self.integer("NODE_RANK", self.integer("GROUP_RANK", 0)),
-            nnodes=self.optional_int("NNODES"),
+            nnodes=self.optional_int("NNODES", minimum=1),
             master_addr=self.env.get("MASTER_ADDR"),
-            master_port=self.optional_int("MASTER_PORT"),
+            master_port=self.optional_port("MASTER_PORT"),
         )
 
 

@@ -31,9 +31,9 @@ class MPI(ClusterEnvironment):
         rank_v, size_v, local_v, lsize_v = next(
             v for v in _VARIABLES if v[0] in self.env and v[1] in self.env
         )
-        rank, world = self.integer(rank_v), self.integer(size_v)
+        rank, world = self.integer(rank_v), self.size(size_v)
         local_rank = self.integer(local_v, 0)
-        local_size = self.optional_int(lsize_v)
+        local_size = self.optional_int(lsize_v, minimum=1)
         node_rank = rank // local_size if local_size else 0
         nnodes = -(-world // local_size) if local_size else None
         return RankFacts(
@@ -47,5 +47,5 @@ class MPI(ClusterEnvironment):
             node_rank=node_rank,
             nnodes=nnodes,
             master_addr=self.env.get("MASTER_ADDR", "127.0.0.1" if nnodes == 1 else None),
-            master_port=self.optional_int("MASTER_PORT"),
+            master_port=self.optional_port("MASTER_PORT"),
         )

@@ -19,9 +19,11 @@ from dataclasses import dataclass, replace
 import hostlist
 
 from distrun.cluster.base import ClusterEnvError, ClusterEnvironment, RankFacts
+from distrun.model.userfile import shown
 
 # Variables Slurm sets for every task of a step (srun); the batch script has them too.
 _TASK_VARS = ("SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS")
+HOSTS_MAX = 100_000
 
 
 def default_port(job_id: int) -> int:
@@ -29,16 +31,46 @@ def default_port(job_id: int) -> int:
     return 10000 + job_id % 20000
 
 
-def expand_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
-    value = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+def _range_size(part: str) -> int:
+    lo, sep, hi = part.partition("-")
+    if not sep:
+        return 1
+    if not (lo.isdigit() and hi.isdigit() and len(lo) <= 12 and len(hi) <= 12):
+        return HOSTS_MAX + 1 if lo.isdigit() and hi.isdigit() else 1  # else: hostlist refuses
+    return max(int(hi) - int(lo) + 1, 1)
+
+
+def hostlist_size(value: str) -> int:
+    """How many names a Slurm hostlist expands to, counted without expanding it (a bound)."""
+    total = 0
+    for item in re.split(r",(?![^\[]*\])", value):
+        count = 1
+        for group in re.findall(r"\[([^\[\]]*)\]", item):
+            count *= sum(_range_size(p) for p in group.split(","))
+            count = min(count, HOSTS_MAX + 1)
+        total += count
+    return total
+
+
+def expand_hostlist(value: str, var: str) -> tuple[str, ...]:
+    """The names in Slurm hostlist ``value`` (from ``var``), bounded to HOSTS_MAX names."""
+    if len(value) > 1_000_000 or hostlist_size(value) > HOSTS_MAX:
+        raise ClusterEnvError(f"slurm: node list {var}={shown(value)} names more than "
+                              f"{HOSTS_MAX} nodes", "a Slurm hostlist such as n[0-3]",
+                              f"check {var}")
     try:
         return tuple(hostlist.expand_hostlist(value)) if value else ()
-    except hostlist.BadHostlist as exc:
+    except (hostlist.BadHostlist, ValueError) as exc:
         raise ClusterEnvError(
-            f"slurm: node list {value!r} does not parse ({exc})",
+            f"slurm: node list {var}={shown(value)} does not parse ({exc})",
             "a Slurm hostlist such as n[0-3]",
-            "check SLURM_JOB_NODELIST",
+            f"check {var}",
         ) from None
+
+
+def expand_nodes(env: Mapping[str, str]) -> tuple[str, ...]:
+    var = "SLURM_STEP_NODELIST" if env.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+    return expand_hostlist(env.get(var) or "", var)
 
 
 def scontrol_node(name: str, env: Mapping[str, str]) -> str:
@@ -94,19 +126,19 @@ class Slurm(ClusterEnvironment):
 
     def facts(self) -> RankFacts:
         nodes = expand_nodes(self.env)
-        nnodes = self.integer("SLURM_JOB_NUM_NODES", self.integer("SLURM_NNODES", len(nodes) or 1))
-        world = self.integer("SLURM_NTASKS")
+        nnodes = self.size("SLURM_JOB_NUM_NODES", self.size("SLURM_NNODES", len(nodes) or 1))
+        world = self.size("SLURM_NTASKS")
         return RankFacts(
             self.name,
             rank=self.integer("SLURM_PROCID"),
             world_size=world,
             local_rank=self.integer("SLURM_LOCALID", 0),
-            local_world_size=self.optional_int("SLURM_NTASKS_PER_NODE")
-            or self.optional_int("SLURM_STEP_TASKS_PER_NODE"),
+            local_world_size=self.optional_int("SLURM_NTASKS_PER_NODE", minimum=1)
+            or self.optional_int("SLURM_STEP_TASKS_PER_NODE", minimum=1),
             node_rank=self.integer("SLURM_NODEID", 0),
             nnodes=nnodes,
             master_addr=self.env.get("MASTER_ADDR") or (nodes[0] if nodes else None),
-            master_port=self.integer("MASTER_PORT", default_port(self.integer("SLURM_JOB_ID"))),
+            master_port=self.port("MASTER_PORT", default_port(self.integer("SLURM_JOB_ID"))),
         )
 
 
@@ -135,7 +167,7 @@ class SlurmAllocation:
         gpus = env.get("SLURM_GPUS_ON_NODE")
         return cls(
             job_id=reader.integer("SLURM_JOB_ID"),
-            nodes=tuple(hostlist.expand_hostlist(env["SLURM_JOB_NODELIST"])),
+            nodes=expand_hostlist(env["SLURM_JOB_NODELIST"], "SLURM_JOB_NODELIST"),
             node_id=reader.integer("SLURM_NODEID", 0),
             gpus_on_node=int(gpus) if gpus and gpus.isdigit() else None,
         )

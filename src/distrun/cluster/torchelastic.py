@@ -15,8 +15,8 @@ class TorchElastic(ClusterEnvironment):
         return "TORCHELASTIC_RUN_ID" in env and "RANK" in env
 
     def facts(self) -> RankFacts:
-        world = self.integer("WORLD_SIZE")
-        local_world = self.integer("LOCAL_WORLD_SIZE", 1)
+        world = self.size("WORLD_SIZE")
+        local_world = self.size("LOCAL_WORLD_SIZE", 1)
         return RankFacts(
             self.name,
             rank=self.integer("RANK"),
@@ -26,5 +26,5 @@ class TorchElastic(ClusterEnvironment):
             node_rank=self.integer("GROUP_RANK", 0),
             nnodes=max(1, world // local_world) if local_world else None,
             master_addr=self.env.get("MASTER_ADDR"),
-            master_port=self.optional_int("MASTER_PORT"),
+            master_port=self.optional_port("MASTER_PORT"),
         )

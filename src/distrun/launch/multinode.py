@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping
 
 from rich.console import Console
 
 from distrun.checks.network import NetworkSetup, network_setup, probe_master
-from distrun.checks.nodesync import join, local_facts, serve
+from distrun.checks.nodesync import bind_address, join, local_facts, serve
+from distrun.checks.nodewire import job_key
 from distrun.cli import exitcodes, render
 from distrun.errors import DistrunError, UsageError
 from distrun.model.plan import Finding, LaunchPlan
@@ -75,24 +77,31 @@ def role(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int,
 
 
 def sync(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int | None, setup: NetworkSetup,
-         err: Console) -> tuple[LaunchPlan, int | None]:
+         err: Console, *, env: Mapping[str, str] = os.environ) -> tuple[LaunchPlan, int | None]:
     """Probe the master and compare the nodes; (plan with findings, exit status to stop with)."""
     me = role(plan, ns, node_rank or 0, setup)
     if me is None:
         return plan, None
     facts = local_facts(plan.script, node_rank if plan.rdzv_backend == "static" else None,
-                        plan.vendor)
+                        plan.vendor, plan)
     where = f"{plan.master_addr}:{plan.master_port}"
+    key, note = job_key(env)
+    if note:
+        err.print(f"distrun: warning: {note}", highlight=False, markup=False)
     try:
         if me == "master":
-            err.print(f"distrun: waiting for {plan.nnodes - 1} other node(s) on port "
-                      f"{plan.master_port} (up to {ns.master_wait:.0f} s)", highlight=False)
-            found = serve(plan.master_port, plan.nnodes - 1, facts, ns.master_wait)
+            host = bind_address(plan, setup)
+            err.print(f"distrun: waiting for {plan.nnodes - 1} other node(s) on "
+                      f"{host or '*'}:{plan.master_port} (up to {ns.master_wait:.0f} s)",
+                      highlight=False, markup=False)
+            found = serve(plan.master_port, plan.nnodes - 1, facts, ns.master_wait, host=host,
+                          key=key, on_refuse=lambda line: err.print(
+                              f"distrun: refused a peer: {line}", highlight=False, markup=False))
         else:
             conn = probe_master(plan.master_addr, plan.master_port, ns.master_wait,
                                 on_wait=lambda line: err.print(f"distrun: {line}",
                                                                highlight=False))
-            found = join(conn, facts, ns.master_wait, where)
+            found = join(conn, facts, ns.master_wait, where, key=key)
     except DistrunError as exc:
         err.print(f"distrun launch: preflight failed: {exc.one_line()}", highlight=False,
                   markup=False)

@@ -194,15 +194,21 @@ def _start(facts: RankFacts, name: str, backend: str | None, env: Mapping[str, s
 
 def _timeout(timeout_s: float | None, env: Mapping[str, str]) -> float:
     if timeout_s is not None:
+        if not 0 < float(timeout_s) < float("inf"):
+            raise InitError(f"timeout_s={timeout_s!r} is not a positive number of seconds",
+                            "seconds, e.g. 600", "pass timeout_s=600 or leave it out")
         return float(timeout_s)
     raw = env.get("DISTRUN_PG_TIMEOUT")
     if not raw:
         return DEFAULT_TIMEOUT_S
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise InitError(f"DISTRUN_PG_TIMEOUT={raw!r} is not a number of seconds",
-                        "seconds, e.g. 600", "set DISTRUN_PG_TIMEOUT=600 or unset it") from None
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise InitError(f"DISTRUN_PG_TIMEOUT={raw[:40]!r} is not a positive number of seconds",
+                        "seconds, e.g. 600", "set DISTRUN_PG_TIMEOUT=600 or unset it")
+    return value
 
 
 def _stack_dump_on_sigusr1() -> None:
