@@ -20,10 +20,10 @@ import pytest
 
 from distrun.accelerators.inventory import parse_declared
 from distrun.launch.rundir import RunDir
+from distrun.model.plan import Request
 from distrun.monitor.devices import NvmlSampler
 from distrun.monitor.state import epoch
 from distrun.monitor.watcher import WatchConfig, Watcher
-from distrun.model.plan import Request
 from distrun.plan.planner import build
 from tests.conftest import cli_env, processes_with, run_cli
 from tests.unit.test_monitor_samplers import fake_nvml

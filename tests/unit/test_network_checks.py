@@ -18,8 +18,8 @@ from distrun.checks.network import (
     probe_master,
 )
 from distrun.checks.nodesync import NodesMissing, compare, join, serve
-from distrun.plan import Request, build
 from distrun.model.plan import LaunchPlan
+from distrun.plan import Request, build
 
 # psutil.net_if_addrs shapes, reduced to names and addresses (see checks.network.interface_addrs)
 IFACES = {"lo": ["127.0.0.1", "::1"], "eth0": ["10.201.0.2"], "ib0": ["192.168.7.2"]}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from distrun.cli.args import _convert
+from distrun.cli import envflags
+from distrun.launch.options import DEFAULT_STALL_TIMEOUT_S
 
 
 def seconds(text: str) -> float:
@@ -17,20 +18,12 @@ def seconds(text: str) -> float:
 
 def add_watch_flags(group: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
     actions = [
-        group.add_argument("--stall-timeout", type=seconds, default=30.0, metavar="SECONDS",
+        group.add_argument("--stall-timeout", type=seconds, default=DEFAULT_STALL_TIMEOUT_S,
+                           metavar="SECONDS",
                            help="a rank whose heartbeat (ctx.step) is older than this is "
                                 "stalled (default 30)"),
         group.add_argument("--stall-action", choices=("stop", "warn"), default="stop",
                            help="on a stall: stop the job with a verdict (default), or only "
                                 "warn"),
     ]
-    for action in actions:
-        var = "DISTRUN_" + action.dest.upper()
-        if var in env:
-            action.default = _convert(action, env[var], var)
-            if action.choices and action.default not in action.choices:
-                from distrun.errors import UsageError
-
-                raise UsageError(f"{var}={env[var]!r} is not one of "
-                                 f"{', '.join(map(str, action.choices))}",
-                                 fix=f"unset {var} or give it a valid value")
+    envflags.apply(actions, env)

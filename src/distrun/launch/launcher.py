@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
 import time
-import uuid
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from distrun.launch import reaper
+from distrun.launch.options import LaunchOptions
 from distrun.launch.rundir import RunDir
+from distrun.launch.torchrun import namespace
+from distrun.model.plan import LaunchPlan
 from distrun.monitor.stall import EXIT_STALLED
 from distrun.monitor.watcher import watch
-from distrun.model.plan import LaunchPlan
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
 
@@ -41,28 +41,6 @@ def apply_env(plan: LaunchPlan, node_rank: int, env: MutableMapping[str, str]) -
         env["USE_LIBUV"] = "0"
 
 
-def torchrun_args(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int) -> argparse.Namespace:
-    """torchrun's own argument namespace, with what the plan decided filled in."""
-    out = argparse.Namespace(**vars(ns))
-    out.nnodes = ns.nnodes if ns.nnodes and ":" in ns.nnodes else str(plan.nnodes)
-    out.nproc_per_node = str(plan.nproc_per_node)
-    out.rdzv_backend = plan.rdzv_backend
-    out.node_rank = node_rank
-    out.standalone = False
-    if plan.rdzv_backend == "static":
-        out.master_addr, out.master_port, out.rdzv_endpoint = (
-            plan.master_addr, plan.master_port, "")
-        # the store key prefix: it must be the same on every node (torchrun's default "none");
-        # left empty, elastic_launch makes a random one per node and multi-node static hangs
-        out.rdzv_id = ns.rdzv_id or "none"
-    else:
-        out.rdzv_endpoint = plan.rdzv_endpoint
-        out.master_port = plan.master_port or None
-        if out.rdzv_id in (None, "none"):
-            out.rdzv_id = str(uuid.uuid4())
-    return out
-
-
 def log_to(run: RunDir) -> list[logging.Handler]:
     """torchelastic's log: everything to logs/launcher.log, warnings also to the console."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -78,14 +56,16 @@ def log_to(run: RunDir) -> list[logging.Handler]:
     return [to_file, to_console]
 
 
-def run_job(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int,
+def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
             echo: Callable[[int, int], bool]) -> Outcome:
+    """This node's invocation, exactly as the plan holds it, through torchrun's own config."""
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args
 
     from distrun.launch.logs import RunDirLogsSpecs
 
-    config, entry, entry_args = config_from_args(torchrun_args(plan, ns, node_rank))
+    args = namespace(plan.nodes[node_rank].invocation)
+    config, entry, entry_args = config_from_args(args)
     specs = RunDirLogsSpecs(run, node_rank, echo)
     config.logs_specs = specs
     handlers = log_to(run)
@@ -147,7 +127,7 @@ def _message(failure: Any) -> str:
     return f"exited with code {failure.exitcode}"
 
 
-def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int,
+def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int,
            echo: Callable[[int, int], bool]) -> Outcome:
     """Start, wait, and leave nothing behind."""
     apply_env(plan, node_rank, os.environ)
@@ -155,9 +135,9 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
               nproc_per_node=plan.nproc_per_node, backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
-    watcher = watch(run, getattr(ns, "stall_timeout", 30.0), getattr(ns, "stall_action", "stop"))
+    watcher = watch(run, options.stall_timeout_s, options.stall_action)
     try:
-        outcome = run_job(plan, ns, run, node_rank, echo)
+        outcome = run_job(plan, run, node_rank, echo)
     finally:
         verdict = watcher.stop()
     if verdict is not None and verdict.stopped:
