@@ -62,7 +62,7 @@ def run_nodes(tmp_path: Path, marker: str, nodes: dict[str, list[str]]) -> None:
     (tmp_path / "t.py").write_text(WORKER, encoding="utf-8")
     procs = {name: start(tmp_path, marker, name, args) for name, args in nodes.items()}
     for name, proc in procs.items():
-        out, err = proc.communicate(timeout=180)
+        _out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, f"{name}: {err}"
     for k, (name, args) in enumerate(nodes.items()):
         check_node(tmp_path, name, k if len(nodes) > 1 else 0, args)
