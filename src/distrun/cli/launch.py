@@ -15,21 +15,38 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from rich.console import Console
-
 from distrun.checks.network import NetworkSetup
 from distrun.checks.preflight import preflight
-from distrun.cli import envflags, exitcodes, render
+from distrun.cli import envflags, exitcodes
 from distrun.cli.args import distrun_group, make_parser, parse, to_request
 from distrun.cli.watchflags import add_watch_flags
-from distrun.cluster.slurm import node_address
 from distrun.errors import UsageError
-from distrun.launch import fanout, multinode
+from distrun.launch import multinode
 from distrun.launch.launcher import Outcome, launch
 from distrun.launch.options import DEFAULT_MASTER_WAIT_S, LaunchOptions
 from distrun.launch.rundir import RunDir, default_path, redact
-from distrun.model.plan import LaunchPlan, Request
-from distrun.plan.allocation import from_slurm
+from distrun.model.plan import Finding, LaunchPlan, Request
+
+# Imported where needed, not here: each costs start-up time on every launch (see
+# benchmarks/launch_overhead.py): rich (only to show findings or a plan), the Slurm
+# allocation reader (only inside one), the --hostfile fan-out, the diagnosis.
+
+
+class Stderr:
+    """Plain lines to stderr with the call shape of rich's ``Console.print`` (no markup: the
+    text may hold a user's or a log's brackets)."""
+
+    def print(self, text: str, **_: object) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def show_findings(items: list[Finding]) -> None:
+    if items:
+        from rich.console import Console
+
+        from distrun.cli import render
+
+        render.findings(Console(stderr=True, soft_wrap=True), items)
 
 
 def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -89,15 +106,15 @@ def main(argv: list[str]) -> int:
     if options.hostfile:
         script_at = len(argv) - len(ns.training_script_args) - 1
         return fan_out(options, argv, script_at, req)
-    err = Console(stderr=True, soft_wrap=True)
-    req, note = from_slurm(req, env, lambda node: node_address(node, env))
+    err = Stderr()
+    req, note = slurm_topology(req, env)
     if note:
         err.print(f"distrun: {note}", highlight=False, markup=False)
     node_rank = req.node_rank or 0
     plan, net = multinode.network(preflight(req, None, env), node_rank, env)
     if options.dry_run:
         return dry_run(plan, options)
-    render.findings(err, [f for f in plan.findings if f.severity != "info"])
+    show_findings([f for f in plan.findings if f.severity != "info"])
     if plan.errors and not options.force:
         err.print("distrun launch: refusing to start: preflight found errors "
                   "(fix them, or pass --force)", highlight=False)
@@ -108,16 +125,30 @@ def main(argv: list[str]) -> int:
     return start(plan, options, node_rank, err)
 
 
+def slurm_topology(req: Request, env: Mapping[str, str]) -> tuple[Request, str | None]:
+    """Inside a Slurm allocation: nodes, node rank and master from it (see plan.allocation)."""
+    if "SLURM_JOB_ID" not in env:
+        return req, None
+    from distrun.cluster.slurm import node_address
+    from distrun.plan.allocation import from_slurm
+
+    return from_slurm(req, env, lambda node: node_address(node, env))
+
+
 def dry_run(plan: LaunchPlan, options: LaunchOptions) -> int:
     if options.json:
         print(plan.model_dump_json(indent=2))
     else:
+        from rich.console import Console
+
+        from distrun.cli import render
+
         render.plan(Console(soft_wrap=True), plan)
     return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
 
 
 def sync_nodes(plan: LaunchPlan, node_rank: int | None, net: NetworkSetup,
-               options: LaunchOptions, err: Console) -> tuple[LaunchPlan, int | None]:
+               options: LaunchOptions, err: Stderr) -> tuple[LaunchPlan, int | None]:
     """The nodes' exchange (multi-node), printed; (plan, exit status to stop with)."""
     def say(line: str) -> None:
         err.print(f"distrun: {line}", highlight=False, markup=False)
@@ -129,7 +160,7 @@ def sync_nodes(plan: LaunchPlan, node_rank: int | None, net: NetworkSetup,
         err.print(f"distrun launch: preflight failed: {done.error}", highlight=False,
                   markup=False)
         return done.plan, exitcodes.PREFLIGHT
-    render.findings(err, done.found)
+    show_findings(done.found)
     if any(f.severity == "error" for f in done.found) and not options.force:
         err.print("distrun launch: refusing to start: the nodes disagree (fix it, or pass "
                   "--force on every node)", highlight=False)
@@ -140,6 +171,8 @@ def sync_nodes(plan: LaunchPlan, node_rank: int | None, net: NetworkSetup,
 
 def fan_out(options: LaunchOptions, argv: list[str], script_at: int, req: Request) -> int:
     """--hostfile: one distrun launch per host over ssh (--dry-run: print the commands)."""
+    from distrun.launch import fanout
+
     hosts = fanout.read_hostfile(str(options.hostfile))
     commands = fanout.node_commands(argv, script_at, req, hosts, os.getcwd())
     if options.dry_run:
@@ -155,7 +188,7 @@ def node_suffix(plan: LaunchPlan, node_rank: int) -> str:
     return f"-node{node_rank}" if plan.rdzv_backend == "static" else f"-{socket.gethostname()}"
 
 
-def start(plan: LaunchPlan, options: LaunchOptions, node_rank: int, err: Console) -> int:
+def start(plan: LaunchPlan, options: LaunchOptions, node_rank: int, err: Stderr) -> int:
     name = Path(plan.script or "job").stem + node_suffix(plan, node_rank)
     run = RunDir(Path(options.run_dir) if options.run_dir else default_path(name))
     run.write_json("plan.json", plan.model_dump())
@@ -205,7 +238,7 @@ def summarize(plan: LaunchPlan, outcome: Outcome, run: RunDir, node_rank: int) -
     }
 
 
-def report(err: Console, summary: dict[str, object], run: RunDir) -> None:
+def report(err: Stderr, summary: dict[str, object], run: RunDir) -> None:
     status = summary["status"]
     if status == "succeeded":
         err.print(f"distrun: job succeeded ({summary['world_size']} ranks); run directory: "

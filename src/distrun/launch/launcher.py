@@ -5,18 +5,20 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distrun.launch import reaper
 from distrun.launch.options import LaunchOptions
 from distrun.launch.rundir import RunDir
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
-from distrun.monitor.stall import EXIT_STALLED
-from distrun.monitor.watcher import watch
+
+if TYPE_CHECKING:
+    from distrun.monitor.watcher import Verdict, Watcher
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
 
@@ -39,6 +41,31 @@ def apply_env(plan: LaunchPlan, node_rank: int, env: MutableMapping[str, str]) -
     env.update(plan.nodes[node_rank].env)
     if any(f.id == "libuv-missing" for f in plan.findings):
         env["USE_LIBUV"] = "0"
+
+
+class Watching:
+    """The monitor, imported and started on its own thread, so that its imports run while
+    torchrun starts the workers instead of before (benchmarks/launch_overhead.py)."""
+
+    def __init__(self, run: RunDir, options: LaunchOptions) -> None:
+        self.watcher: Watcher | None = None
+        self._thread = threading.Thread(target=self._start, args=(run, options), daemon=True,
+                                        name="distrun-watch-start")
+        self._thread.start()
+
+    def _start(self, run: RunDir, options: LaunchOptions) -> None:
+        try:
+            from distrun.monitor.watcher import watch
+
+            self.watcher = watch(run, options.stall_timeout_s, options.stall_action)
+        except Exception as exc:  # the job runs on unwatched; the record and the console say so
+            text = f"{type(exc).__name__}: {exc}"
+            run.event("monitor_error", error=text)
+            logging.getLogger(ELASTIC_LOGGER).error("distrun: monitor did not start: %s", text)
+
+    def stop(self) -> Verdict | None:
+        self._thread.join()
+        return self.watcher.stop() if self.watcher is not None else None
 
 
 def log_to(run: RunDir) -> list[logging.Handler]:
@@ -135,12 +162,14 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
               nproc_per_node=plan.nproc_per_node, backend=plan.backend)
     subreaper = reaper.become_subreaper()
     started = time.monotonic()
-    watcher = watch(run, options.stall_timeout_s, options.stall_action)
+    watcher = Watching(run, options)
     try:
         outcome = run_job(plan, run, node_rank, echo)
     finally:
         verdict = watcher.stop()
     if verdict is not None and verdict.stopped:
+        from distrun.monitor.stall import EXIT_STALLED
+
         outcome = Outcome(EXIT_STALLED, "stalled", outcome.failures,
                           verdict.ranks[0] if verdict.ranks else None, verdict.message)
     for rank, failure in sorted(outcome.failures.items()):

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from distrun.checks.network import NetworkSetup, network_setup, probe_master
-from distrun.checks.nodesync import join, local_facts, serve
 from distrun.errors import DistrunError
 from distrun.model.plan import Finding, LaunchPlan
 
@@ -76,6 +75,7 @@ def sync(plan: LaunchPlan, node_rank: int | None, setup: NetworkSetup, wait_s: f
     me = role(plan, node_rank or 0, setup)
     if me is None:
         return SyncResult(plan, ran=False)
+    from distrun.checks.nodesync import join, local_facts, serve  # multi-node only
     facts = local_facts(plan.script, node_rank if plan.rdzv_backend == "static" else None,
                         plan.vendor)
     where = f"{plan.master_addr}:{plan.master_port}"
