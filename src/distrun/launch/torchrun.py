@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from distrun.model.invocation import DEFAULT_PORT, Invocation
+from distrun.model.invocation import DEFAULT_PORT, Invocation, Nnodes
 
 
 @contextmanager
@@ -51,7 +51,7 @@ def finish(ns: Any) -> Any:
     ``--standalone`` (or one node, static, no endpoint, no port) becomes c10d at
     ``localhost:0`` with a fresh id; no ``--master-port`` means 29500."""
     one_node = ns.rdzv_backend == "static" and not ns.rdzv_endpoint and ns.master_port is None \
-        and str(ns.nnodes).rpartition(":")[2] == "1"
+        and Nnodes.parse(ns.nnodes).max == 1
     if ns.standalone or one_node:
         ns.rdzv_backend, ns.rdzv_endpoint, ns.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
     if ns.master_port is None:
