@@ -2,7 +2,8 @@
 
 Alternating runs, median of N each (default 7), printed as a ratio (target: <= 1.05,
 preflight included). Also the CPU time of the whole process tree (launcher and ranks), which a
-busy shared machine disturbs much less than the wall time. Usage: python benchmarks/launch_overhead.py [--runs N]
+busy shared machine disturbs much less than the wall time.
+Usage: python benchmarks/launch_overhead.py [--runs N]
 """
 
 from __future__ import annotations
