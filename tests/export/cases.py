@@ -21,7 +21,7 @@ def cpu_c10d() -> LaunchPlan:
     nodes = tuple(replace(n, cpus=8) for n in parse_declared("2x2xcpu"))
     req = Request(script="pkg.train", script_args=("--data", "/data/it's here"), nnodes="2",
                   nproc_per_node="2", rdzv_endpoint="10.0.0.1:29400", rdzv_id="job7",
-                  module=True, passthrough=("--max-restarts", "3"))
+                  module=True, passthrough=(("--max-restarts", "3"),))
     return build(req, nodes)
 
 

@@ -111,3 +111,25 @@ def test_flags_from_distrun_variables(monkeypatch: pytest.MonkeyPatch,
     out = capsys.readouterr().out
     assert "#SBATCH --partition=long\n" in out
     assert "#SBATCH --cpus-per-task=32\n" in out
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_export_honours_config_like_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The same settings as 'plan': a config's nproc_per_node = 3 is 3 in both."""
+    (tmp_path / "job.toml").write_text('nproc_per_node = 3\nmax_restarts = 2\n')
+    monkeypatch.chdir(tmp_path)
+    flags = ["--config", "job.toml", "--inventory", "1x4xcpu"]
+    assert main(["plan", *flags, "--json", "t.py"]) == 0
+    assert '"nproc_per_node": 3' in capsys.readouterr().out
+    assert main(["export", "shell", *flags, "t.py"]) == 0
+    out = capsys.readouterr().out
+    assert "exec torchrun --standalone --nproc-per-node 3 --max-restarts 2 t.py\n" in out
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_bad_distrun_variable_in_export_names_it(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DISTRUN_SUBMIT", "perhaps")
+    assert main(["export", "slurm", *H100, "train.py"]) == 2
+    assert "DISTRUN_SUBMIT='perhaps'" in capsys.readouterr().err

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,15 @@ def run_two_nodes(cluster: NetnsCluster, tmp_path: Path, marker: str,
     return results
 
 
+def dry_run(cluster: NetnsCluster, node: int, topology: list[str], marker: str,
+            tmp_path: Path) -> dict[str, Any]:
+    argv = launch_argv(tmp_path / "dry", *topology, "--dry-run", "--json")
+    out, err = cluster.start(node, argv, node_env(marker), tmp_path).communicate(timeout=60)
+    assert "Traceback" not in err, err
+    shown: dict[str, Any] = json.loads(out)
+    return shown
+
+
 def assert_node_ran(run_dir: Path, node: int, ranks: set[int]) -> None:
     started = workers_started(run_dir)
     assert {int(r) for r in started} == ranks
@@ -88,6 +98,11 @@ def test_static_two_by_two_ranks_per_node(marker: str, netns_cluster: NetnsClust
         assert "all 2 nodes joined" in err
     plan = json.loads((tmp_path / "run1" / "plan.json").read_text(encoding="utf-8"))
     assert plan["env"]["GLOO_SOCKET_IFNAME"] == "eth0"
+    for i in range(2):  # the fix is in the plan itself: dry run, plan.json and torchrun agree
+        plan = json.loads((tmp_path / f"run{i}" / "plan.json").read_text(encoding="utf-8"))
+        assert f"--local-addr {netns_cluster.addr(i)} " in plan["commands"][i]
+        dry = dry_run(netns_cluster, i, [*master, "--node-rank", str(i)], marker, tmp_path)
+        assert json.dumps(dry["commands"]) == json.dumps(plan["commands"])
 
 
 def test_c10d_two_by_two(marker: str, netns_cluster: NetnsCluster, tmp_path: Path) -> None:
@@ -102,6 +117,10 @@ def test_c10d_two_by_two(marker: str, netns_cluster: NetnsCluster, tmp_path: Pat
         ranks = sorted(int(r) for r in on[i])
         assert ranks in ([0, 1], [2, 3])
         assert_node_ran(tmp_path / f"run{i}", i, set(ranks))
+        plan = json.loads((tmp_path / f"run{i}" / "plan.json").read_text(encoding="utf-8"))
+        assert f"--rdzv-conf is_host={int(i == 0)} " in plan["commands"][0]
+        assert json.dumps(dry_run(netns_cluster, i, rdzv, marker, tmp_path)["commands"]) == \
+            json.dumps(plan["commands"])
 
 
 def test_wrong_master_fails_fast_naming_address_and_port(marker: str,

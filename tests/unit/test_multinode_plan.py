@@ -23,7 +23,8 @@ STEP = {"SLURM_JOB_ID": "4", "SLURM_JOB_NODELIST": "n[0-1]", "SLURM_NODEID": "1"
 
 def test_slurm_allocation_fills_nodes_rank_and_master() -> None:
     req, note = from_slurm(Request(script="t.py"), STEP)
-    assert (req.nnodes, req.node_rank, req.master_addr, req.master_port) == ("2", 1, "n0", 10004)
+    assert (str(req.nnodes), req.node_rank, req.master_addr, req.master_port) == ("2", 1, "n0",
+                                                                                 10004)
     assert note is not None and "node 1 of 2" in note and "n0:10004" in note
     assert "warning" not in note
 
@@ -62,7 +63,7 @@ def test_batch_script_outside_a_step_warns() -> None:
 def test_step_node_list_narrows_the_allocation() -> None:
     env = {**STEP, "SLURM_JOB_NODELIST": "n[0-3]", "SLURM_NODEID": "0"}
     req, _ = from_slurm(Request(script="t.py"), env)
-    assert req.nnodes == "2"
+    assert str(req.nnodes) == "2"
 
 
 def test_single_node_allocation_and_no_slurm_change_nothing() -> None:

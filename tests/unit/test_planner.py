@@ -4,8 +4,9 @@ import pytest
 
 from distrun.accelerators.inventory import Device, NodeInventory, parse_declared
 from distrun.accelerators.vendors import VendorId
+from distrun.checks.preflight import checked_plan as build
 from distrun.errors import UsageError
-from distrun.plan import Request, build
+from distrun.plan import Request
 
 
 def ids(plan) -> dict[str, str]:  # type: ignore[no-untyped-def]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from distrun.accelerators.detect import detect
 from distrun.accelerators.inventory import NodeInventory, parse_declared
 from distrun.checks.host import HostContext, host_findings
+from distrun.checks.topology import topology_findings
 from distrun.model.plan import Finding, LaunchPlan, Request
 from distrun.plan.planner import build
 
@@ -15,10 +16,16 @@ def inventories(declared: str | None, env: Mapping[str, str]) -> tuple[NodeInven
     return parse_declared(declared) if declared else (detect(env).node,)
 
 
+def checked_plan(req: Request, nodes: Sequence[NodeInventory]) -> LaunchPlan:
+    """The plan with the topology rules' findings (pure: no host look-ups)."""
+    plan = build(req, nodes)
+    return plan.with_findings(topology_findings(req, nodes, plan))
+
+
 def preflight(req: Request, declared: str | None, env: Mapping[str, str]) -> LaunchPlan:
     """The checked plan. Host checks run only when planning for this host."""
     nodes = inventories(declared, env)
-    plan = build(req, nodes)
+    plan = checked_plan(req, nodes)
     if declared:
         note = Finding(id="host-checks-skipped", severity="info",
                        message="planned for a declared inventory: checks of this host's ports, "

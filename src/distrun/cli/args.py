@@ -12,7 +12,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from distrun.cli import envflags
 from distrun.errors import UsageError
+from distrun.model.invocation import Flag, Nnodes
 from distrun.model.plan import Request
 
 # Flags whose torchrun default distrun replaces with a value from the plan, when left out.
@@ -25,8 +27,8 @@ _FILLED = {
     "rdzv_id": "none",
 }
 # Flags the plan renders itself; everything else the user set is passed through verbatim.
-_TOPOLOGY = {*_FILLED, "config", "master_port", "rdzv_endpoint", "standalone", "module", "no_python",
-             "training_script", "training_script_args"}
+_TOPOLOGY = {*_FILLED, "config", "master_port", "rdzv_endpoint", "rdzv_conf", "local_addr",
+             "standalone", "module", "no_python", "training_script", "training_script_args"}
 
 
 # Each parser's defaults before a config file changed them: what "the user set it" is measured by.
@@ -81,20 +83,11 @@ def add_distrun_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -
     g.add_argument("--per-device-batch-size", type=int, help="with --global-batch-size")
     g.add_argument("--json", action="store_true", help="machine output on stdout")
     g.add_argument("--config", help="TOML file of settings (flag names with _); flags win")
-    for action in g._group_actions:
-        var = "DISTRUN_" + action.dest.upper()
-        if var in env:
-            action.default = _convert(action, env[var], var)
+    envflags.apply(g._group_actions, env)
 
 
-def _convert(action: argparse.Action, raw: str, var: str) -> Any:
-    if action.nargs == 0:
-        return raw.lower() in ("1", "true", "yes", "on")
-    try:
-        return action.type(raw) if callable(action.type) else raw
-    except ValueError:
-        raise UsageError(f"{var}={raw!r} is not valid for {action.option_strings[0]}",
-                         fix=f"unset {var} or give it a valid value") from None
+def distrun_group(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    return next(g for g in parser._action_groups if g.title == "distrun")
 
 
 def make_parser(prog: str, env: Mapping[str, str], need_torch: bool) -> argparse.ArgumentParser:
@@ -121,10 +114,21 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     return ns
 
 
-def passthrough(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> tuple[str, ...]:
+def baseline(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """What "the user set it" is measured against: torchrun's own defaults (so a PET_* value
+    is rendered into the invocation), else the parser's defaults before a config file."""
+    try:
+        from distrun.launch.torchrun import defaults
+
+        return defaults()
+    except ImportError:
+        return _ORIGINAL.get(parser, {})
+
+
+def passthrough(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> tuple[Flag, ...]:
     """The torchrun flags the user set that the plan does not render itself."""
-    out: list[str] = []
-    original = _ORIGINAL.get(parser, {})
+    out: list[Flag] = []
+    original = baseline(parser)
     distrun_dests = {a.dest for g in parser._action_groups if g.title == "distrun"
                      for a in g._group_actions}
     for action in parser._actions:
@@ -135,9 +139,9 @@ def passthrough(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> tupl
             continue
         flag = next((s for s in action.option_strings if "-" in s[2:]), action.option_strings[0])
         if action.nargs == 0:
-            out.append(flag)
+            out.append((flag, None))
         else:
-            out += [flag, ",".join(value) if isinstance(value, list) else str(value)]
+            out.append((flag, ",".join(value) if isinstance(value, list) else str(value)))
     return tuple(out)
 
 
@@ -145,7 +149,7 @@ def to_request(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Reque
     return Request(
         script=ns.training_script,
         script_args=tuple(ns.training_script_args),
-        nnodes=ns.nnodes,
+        nnodes=Nnodes.parse(ns.nnodes) if ns.nnodes else None,
         nproc_per_node=ns.nproc_per_node,
         node_rank=ns.node_rank,
         master_addr=ns.master_addr,
@@ -159,5 +163,7 @@ def to_request(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Reque
         per_device_batch_size=ns.per_device_batch_size,
         module=bool(ns.module),
         no_python=bool(ns.no_python),
+        rdzv_conf=getattr(ns, "rdzv_conf", None) or None,
+        local_addr=getattr(ns, "local_addr", None) or None,
         passthrough=passthrough(parser, ns),
     )

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from distrun.cli.envflags import parse_bool
 from distrun.diagnose import diagnose, write_json, write_text
 
 EXIT_FOUND_OR_CLEAN = 0
@@ -54,7 +55,7 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
             )
             return EXIT_USAGE
     result = diagnose(args.paths)
-    if args.json or env.get("DISTRUN_DIAGNOSE_JSON", "") in ("1", "true", "yes"):
+    if args.json or parse_bool("DISTRUN_DIAGNOSE_JSON", env.get("DISTRUN_DIAGNOSE_JSON", "")):
         write_json(result, sys.stdout)
     else:
         write_text(result, sys.stdout)

@@ -23,10 +23,10 @@ from distrun import __version__, cluster
 from distrun.accelerators.detect import Detection, detect
 from distrun.accelerators.vendors import KNOWN_BACKENDS
 from distrun.checks.host import HostContext, host_findings, shm_bytes
+from distrun.checks.preflight import checked_plan
 from distrun.cli import exitcodes, render
 from distrun.cli.args import OneLineParser
-from distrun.model.plan import Finding
-from distrun.plan import Request, build
+from distrun.model.plan import Finding, Request
 
 
 def software() -> dict[str, Any]:
@@ -87,7 +87,7 @@ def probe_findings(found: Detection) -> list[Finding]:
 
 def gather(env: Mapping[str, str]) -> dict[str, Any]:
     found = detect(env)
-    plan = build(Request(script="train.py"), (found.node,))
+    plan = checked_plan(Request(script="train.py"), (found.node,))
     findings = [*plan.findings, *probe_findings(found),
                 *host_findings(plan, HostContext(0, env))]
     return {

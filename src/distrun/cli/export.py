@@ -18,8 +18,8 @@ from pathlib import Path
 from rich.console import Console
 
 from distrun.checks.preflight import preflight
-from distrun.cli import exitcodes, render
-from distrun.cli.args import make_parser, to_request
+from distrun.cli import envflags, exitcodes, render
+from distrun.cli.args import distrun_group, make_parser, parse, to_request
 from distrun.errors import DistrunError, UsageError
 from distrun.export import FORMATS, ExportOptions, Rendered, slurm
 from distrun.export import render as render_export
@@ -42,22 +42,11 @@ _FLAGS: tuple[tuple[str, type, str], ...] = (
 
 
 def add_export_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-    group = next(g for g in parser._action_groups if g.title == "distrun")
-    for flag, kind, text in _FLAGS:
-        action = group.add_argument(flag, type=kind, help=text)
-        var = "DISTRUN_" + action.dest.upper()
-        if var in env:
-            action.default = env[var] if kind is str else _int_from_env(var, env[var])
-    submit = group.add_argument("--submit", action="store_true",
-                                help="slurm: hand the script to sbatch, print the job id")
-    submit.default = env.get("DISTRUN_SUBMIT", "").lower() in ("1", "true", "yes", "on")
-
-
-def _int_from_env(var: str, raw: str) -> int:
-    if not raw.isdigit():
-        raise UsageError(f"{var}={raw!r} is not a number", "an integer",
-                         f"unset {var} or give it a number")
-    return int(raw)
+    group = distrun_group(parser)
+    actions = [group.add_argument(flag, type=kind, help=text) for flag, kind, text in _FLAGS]
+    actions.append(group.add_argument("--submit", action="store_true",
+                                      help="slurm: hand the script to sbatch, print the job id"))
+    envflags.apply(actions, env)
 
 
 def options_from(ns: argparse.Namespace) -> ExportOptions:
@@ -128,7 +117,7 @@ def main(argv: list[str]) -> int:
     fmt = check_format(argv[0])
     parser = make_parser(f"distrun export {fmt}", env, need_torch=False)
     add_export_flags(parser, env)
-    ns = parser.parse_args(argv[1:])
+    ns = parse(parser, argv[1:])  # the same settings as 'plan', --config included
     if ns.submit and fmt != "slurm":
         raise UsageError(f"--submit with format {fmt!r}", "--submit only with 'slurm'",
                          "drop --submit")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from distrun.cli.args import _convert
+from distrun.cli import envflags
 
 
 def seconds(text: str) -> float:
@@ -29,13 +29,4 @@ def add_watch_flags(group: argparse._ArgumentGroup, env: Mapping[str, str]) -> N
                            help="do not instrument the ranks (no join proof or hang verdict "
                                 "from the process group); also DISTRUN_NO_INSTRUMENT=1"),
     ]
-    for action in actions:
-        var = "DISTRUN_" + action.dest.upper()
-        if var in env:
-            action.default = _convert(action, env[var], var)
-            if action.choices and action.default not in action.choices:
-                from distrun.errors import UsageError
-
-                raise UsageError(f"{var}={env[var]!r} is not one of "
-                                 f"{', '.join(map(str, action.choices))}",
-                                 fix=f"unset {var} or give it a valid value")
+    envflags.apply(actions, env)

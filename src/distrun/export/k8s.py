@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from distrun.accelerators.vendors import vendor_named
-from distrun.export.common import rdzv_port, summary, worker_args
+from distrun.export.common import rdzv_port, shared_args, summary
 from distrun.export.options import ExportOptions, check_k8s_name
 from distrun.model.plan import LaunchPlan
 
@@ -36,7 +36,7 @@ def container(plan: LaunchPlan, options: ExportOptions) -> dict[str, Any]:
         "name": "pytorch",
         "image": Text(options.image),
         "command": [Text(options.torchrun)],
-        "args": [Text(a) for a in worker_args(plan)],
+        "args": [Text(a) for a in shared_args(plan)],
         "ports": [{"name": "pytorchjob-port", "containerPort": rdzv_port(plan)}],
     }
     if plan.env:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import shlex
 
-from distrun.export.common import ranks_text, strip_env, summary
+from distrun.export.common import ranks_text, summary
 from distrun.export.options import ExportOptions
+from distrun.model.invocation import quote_all
 from distrun.model.plan import LaunchPlan, NodePlan
 
 
-def script(plan: LaunchPlan, node: NodePlan, command: str, options: ExportOptions) -> str:
+def script(plan: LaunchPlan, node: NodePlan, options: ExportOptions) -> str:
     env = {**plan.env, **node.env}
-    torchrun = strip_env(command, node.env)
-    if options.torchrun != "torchrun" and torchrun.startswith("torchrun "):
-        torchrun = shlex.quote(options.torchrun) + torchrun[len("torchrun"):]
+    torchrun = quote_all(node.invocation.argv(options.torchrun))
     lines = [
         "#!/bin/sh",
         f"# Made by 'distrun export shell': {summary(plan)}.",
@@ -29,6 +28,5 @@ def script(plan: LaunchPlan, node: NodePlan, command: str, options: ExportOption
 
 def render(plan: LaunchPlan, options: ExportOptions) -> dict[str, str]:
     """``{"node-0.sh": text, ...}``, one per node of the plan."""
-    return {f"node-{n.node_rank}.sh": script(plan, n, cmd, options)
-            for n, cmd in zip(plan.nodes, plan.commands, strict=True)}
+    return {f"node-{n.node_rank}.sh": script(plan, n, options) for n in plan.nodes}
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import shlex
 
 from distrun.accelerators.vendors import VENDORS, vendor_named
-from distrun.export.common import quote_all, rdzv_port, summary, worker_args
+from distrun.export.common import rdzv_port, shared_args, summary
 from distrun.export.options import ExportOptions
+from distrun.model.invocation import quote_all
 from distrun.model.plan import LaunchPlan
 
 # Slurm's gres/gpu plugin sets these for the devices it allocates; the script leaves them alone.
@@ -61,7 +62,7 @@ def exports(plan: LaunchPlan) -> list[str]:
 
 
 def torchrun_line(plan: LaunchPlan, options: ExportOptions) -> str:
-    tail = quote_all(worker_args(plan))
+    tail = quote_all(shared_args(plan))
     if plan.nnodes == 1:
         return f"{shlex.quote(options.torchrun)} --standalone {tail}"
     endpoint = f'"$head_addr:{rdzv_port(plan)}"'

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import IO
 
 from distrun.errors import UsageError
+from distrun.model.invocation import DEFAULT_PORT
 from distrun.model.plan import Request
-from distrun.plan.planner import DEFAULT_MASTER_PORT
 
 # -tt: the remote command gets a terminal, so it is hung up (SIGHUP) when the ssh ends
 SSH = ("ssh", "-tt", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new")
@@ -120,7 +120,7 @@ def node_commands(argv: Sequence[str], script_at: int, req: Request, hosts: Sequ
     check_request(req, hosts)
     flags, rest = strip_own(argv[:script_at]), list(argv[script_at:])
     master = req.master_addr or hosts[0].name
-    port = req.master_port if req.master_port is not None else DEFAULT_MASTER_PORT
+    port = req.master_port if req.master_port is not None else DEFAULT_PORT
     out = []
     for k, host in enumerate(hosts):
         topo = ["--nnodes", str(len(hosts)), "--node-rank", str(k)]

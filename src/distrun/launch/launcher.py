@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
 import socket
+import threading
 import time
-import uuid
 from collections.abc import Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distrun import instrument
 from distrun.launch import guardian, reaper
+from distrun.launch.options import LaunchOptions
+from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir
-from distrun.monitor.hangwatch import HangConfig, HangWatch
-from distrun.monitor.stall import EXIT_STALLED
-from distrun.monitor.watcher import LauncherActions, WatchConfig, watch
+
+if TYPE_CHECKING:
+    from distrun.monitor.hangwatch import HangWatch, Stopped
+    from distrun.monitor.watcher import Verdict, Watcher
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
+DEFAULT_STALL_S = 30.0  # the heartbeat stall the watcher judges when no --stall-timeout is set
 
 
 def apply_env(plan: LaunchPlan, node_rank: int, env: MutableMapping[str, str]) -> None:
@@ -33,26 +36,69 @@ def apply_env(plan: LaunchPlan, node_rank: int, env: MutableMapping[str, str]) -
         env["USE_LIBUV"] = "0"
 
 
-def torchrun_args(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int) -> argparse.Namespace:
-    """torchrun's own argument namespace, with what the plan decided filled in."""
-    out = argparse.Namespace(**vars(ns))
-    out.nnodes = ns.nnodes if ns.nnodes and ":" in ns.nnodes else str(plan.nnodes)
-    out.nproc_per_node = str(plan.nproc_per_node)
-    out.rdzv_backend = plan.rdzv_backend
-    out.node_rank = node_rank
-    out.standalone = False
-    if plan.rdzv_backend == "static":
-        out.master_addr, out.master_port, out.rdzv_endpoint = (
-            plan.master_addr, plan.master_port, "")
-        # the store key prefix: it must be the same on every node (torchrun's default "none");
-        # left empty, elastic_launch makes a random one per node and multi-node static hangs
-        out.rdzv_id = ns.rdzv_id or "none"
-    else:
-        out.rdzv_endpoint = plan.rdzv_endpoint
-        out.master_port = plan.master_port or None
-        if out.rdzv_id in (None, "none"):
-            out.rdzv_id = str(uuid.uuid4())
-    return out
+class Watching:
+    """The watcher and the hang watch, imported and started on their own thread, so that their
+    imports run while torchrun starts the workers instead of before
+    (benchmarks/launch_overhead.py). The workers' instrumentation is set up at once: it is
+    their environment."""
+
+    def __init__(self, run: RunDir, plan: LaunchPlan, options: LaunchOptions,
+                 node_rank: int) -> None:
+        self.watcher: Watcher | None = None
+        self.hangs: HangWatch | None = None
+        self.instrumented = instrument.enabled(os.environ, options.no_instrument)
+        self.saved = _instrument(run) if self.instrumented else {}
+        self._thread = threading.Thread(target=self._start, daemon=True,
+                                        args=(run, plan, options, node_rank),
+                                        name="distrun-watch-start")
+        self._thread.start()
+
+    def _start(self, run: RunDir, plan: LaunchPlan, options: LaunchOptions,
+               node_rank: int) -> None:
+        try:
+            from distrun.monitor.watcher import LauncherActions, WatchConfig, watch
+
+            timeout = options.stall_timeout_s
+            config = WatchConfig(timeout or DEFAULT_STALL_S, options.stall_action,
+                                 stall_stops=timeout is not None, instrumented=self.instrumented)
+            actions = LauncherActions(run)
+            self.watcher = watch(run, plan, config, actions)
+            if self.instrumented:
+                from distrun.monitor.hangwatch import HangConfig, HangWatch
+
+                self.hangs = HangWatch(run, plan.nodes[node_rank].ranks,
+                                       HangConfig(stall_timeout_s=timeout,
+                                                  action=options.stall_action),
+                                       stop_job=actions.stop)
+                self.hangs.start()
+        except Exception as exc:  # the job runs on unwatched; the record and the console say so
+            text = f"{type(exc).__name__}: {exc}"
+            run.event("monitor_error", error=text)
+            logging.getLogger(ELASTIC_LOGGER).error("distrun: monitor did not start: %s", text)
+
+    def stop(self) -> tuple[Verdict | None, Stopped | None]:
+        self._thread.join()
+        verdict = self.watcher.stop() if self.watcher is not None else None
+        hung = self.hangs.stop() if self.hangs is not None else None
+        _restore(self.saved)
+        return verdict, hung
+
+
+def _instrument(run: RunDir) -> dict[str, str | None]:
+    """The workers' environment that instruments them; what it replaced, to restore after."""
+    extra = instrument.worker_env(os.environ)
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    (run.path / instrument.PROGRESS_DIR).mkdir(mode=0o700, exist_ok=True)
+    return saved
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
@@ -70,14 +116,15 @@ def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
     return [to_file, to_console]
 
 
-def run_job(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int,
+def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
             echo: Callable[[int, int], bool]) -> JobOutcome:
+    """This node's invocation, exactly as the plan holds it, through torchrun's own config."""
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args
 
     from distrun.launch.logs import RunDirLogsSpecs
 
-    config, entry, entry_args = config_from_args(torchrun_args(plan, ns, node_rank))
+    config, entry, entry_args = config_from_args(namespace(plan.nodes[node_rank].invocation))
     specs = RunDirLogsSpecs(run, node_rank, echo)
     config.logs_specs = specs
     handlers = log_to(run)
@@ -140,7 +187,7 @@ def _message(failure: Any) -> str:
     return f"exited with code {failure.exitcode}"
 
 
-def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int,
+def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int,
            echo: Callable[[int, int], bool]) -> JobOutcome:
     """Start, wait, and leave nothing behind."""
     apply_env(plan, node_rank, os.environ)
@@ -150,27 +197,12 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
     subreaper = reaper.become_subreaper()
     guard = guardian.start(run.path)  # ends the ranks if this process is killed
     started = time.monotonic()
-    timeout, action = getattr(ns, "stall_timeout", None), getattr(ns, "stall_action", "stop")
-    instrumented = instrument.enabled(os.environ, getattr(ns, "no_instrument", False))
-    config = WatchConfig(timeout or 30.0, action, stall_stops=timeout is not None,
-                         instrumented=instrumented)
-    actions = LauncherActions(run)
-    watcher = watch(run, plan, config, actions)
-    hangs, saved = _hang_watch(run, plan.nodes[node_rank].ranks, timeout, action,
-                               actions.stop) if instrumented else (None, {})
+    watching = Watching(run, plan, options, node_rank)
     try:
-        outcome = run_job(plan, ns, run, node_rank, echo)
+        outcome = run_job(plan, run, node_rank, echo)
     finally:
-        verdict = watcher.stop()
-        hung = hangs.stop() if hangs is not None else None
-        _restore(saved)
-    if hung is not None:
-        verdict = None
-        outcome = JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
-                             hung.verdict.culprits[0], hung.message)
-    if verdict is not None and verdict.stopped:
-        outcome = JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
-                             verdict.ranks[0] if verdict.ranks else None, verdict.message)
+        verdict, hung = watching.stop()
+    outcome = _judged(outcome, verdict, hung)
     for failure in outcome.failures:
         run.event("rank_exited", rank=failure.rank, **failure.event_fields())
     orphans = reaper.sweep()
@@ -182,22 +214,14 @@ def launch(plan: LaunchPlan, ns: argparse.Namespace, run: RunDir, node_rank: int
     return outcome
 
 
-def _hang_watch(run: RunDir, ranks: list[int], timeout: float | None, action: str,
-                stop_job: Callable[[list[int]], None]) -> tuple[HangWatch, dict[str, str | None]]:
-    """Instrument the workers (their environment) and start the hang watch beside them."""
-    extra = instrument.worker_env(os.environ)
-    saved = {key: os.environ.get(key) for key in extra}
-    os.environ.update(extra)
-    (run.path / instrument.PROGRESS_DIR).mkdir(mode=0o700, exist_ok=True)
-    hangs = HangWatch(run, ranks, HangConfig(stall_timeout_s=timeout, action=action),
-                      stop_job=stop_job)
-    hangs.start()
-    return hangs, saved
+def _judged(outcome: JobOutcome, verdict: Verdict | None, hung: Stopped | None) -> JobOutcome:
+    """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124)."""
+    from distrun.monitor.stall import EXIT_STALLED
 
-
-def _restore(saved: dict[str, str | None]) -> None:
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    if hung is not None:
+        return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
+                          hung.verdict.culprits[0], hung.message)
+    if verdict is not None and verdict.stopped:
+        return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
+                          verdict.ranks[0] if verdict.ranks else None, verdict.message)
+    return outcome

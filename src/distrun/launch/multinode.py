@@ -1,73 +1,56 @@
 """Multi-node steps of ``distrun launch``, between the checked plan and torchrun.
 
 1. :func:`network` (cheap, also for ``--dry-run``): the interface and loopback-hostname checks
-   of ``distrun.checks.network``; their fixes become the job's environment
-   (GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME) and torchrun's ``--local-addr`` / ``--rdzv-conf
-   is_host``.
+   of ``distrun.checks.network``; their fixes are applied to the plan itself: the job's
+   environment (GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME) and this node's invocation
+   (``--local-addr``, ``--rdzv-conf is_host=``). So ``--dry-run``, ``plan.json`` and what
+   torchrun receives are one value.
 2. :func:`sync` (has effects: waits for the other nodes): the TCP probe of the master's port
    and the exchange of ``distrun.checks.nodesync``. A node that cannot reach the master stops
-   here within seconds, instead of after torchrun's rendezvous timeout.
+   here within seconds, instead of after torchrun's rendezvous timeout. It returns a value;
+   the CLI prints it and maps it to an exit status.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Mapping
-
-from rich.console import Console
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from distrun.checks.network import NetworkSetup, network_setup, probe_master
-from distrun.checks.nodesync import bind_address, join, local_facts, serve
-from distrun.checks.nodewire import job_key
-from distrun.cli import exitcodes, render
-from distrun.errors import DistrunError, UsageError
+from distrun.errors import DistrunError
 from distrun.model.plan import Finding, LaunchPlan
 
-DEFAULT_MASTER_WAIT_S = 300.0
 
-
-def add_flags(group: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
-    group.add_argument("--hostfile", default=env.get("DISTRUN_HOSTFILE"),
-                       help="start one distrun launch per host over ssh ('host slots=N' lines)")
-    group.add_argument("--master-wait", type=float, default=_wait_default(env),
-                       help="seconds the nodes wait for each other before training starts "
-                            f"(default {DEFAULT_MASTER_WAIT_S:.0f})")
-
-
-def _wait_default(env: Mapping[str, str]) -> float:
-    raw = env.get("DISTRUN_MASTER_WAIT")
-    if raw is None:
-        return DEFAULT_MASTER_WAIT_S
-    try:
-        return float(raw)
-    except ValueError:
-        raise UsageError(f"DISTRUN_MASTER_WAIT={raw!r} is not a number of seconds",
-                         fix="unset DISTRUN_MASTER_WAIT or set it to e.g. 300") from None
-
-
-def network(plan: LaunchPlan, ns: argparse.Namespace, env: Mapping[str, str]
-            ) -> tuple[LaunchPlan, argparse.Namespace, NetworkSetup]:
-    """The plan with the network findings and environment; torchrun's flags with the fixes."""
-    setup = network_setup(plan, env)
-    if plan.nnodes < 2:
-        return plan, ns, setup
+def apply_network(plan: LaunchPlan, node_rank: int, setup: NetworkSetup) -> LaunchPlan:
+    """``plan`` with the network findings, the job environment and this node's torchrun
+    flags (an address or ``is_host`` the user gave wins)."""
     plan = plan.with_findings(setup.findings).model_copy(
         update={"env": {**plan.env, **setup.env}})
-    out = argparse.Namespace(**vars(ns))
-    if setup.local_addr and not ns.local_addr:
-        out.local_addr = setup.local_addr
-    conf = ns.rdzv_conf or ""
-    if setup.hosts_store is not None and "is_host" not in conf:
-        out.rdzv_conf = ",".join(filter(None, [conf, f"is_host={int(setup.hosts_store)}"]))
-    return plan, out, setup
+    node = plan.nodes[node_rank]
+    inv = node.invocation
+    if setup.local_addr and not inv.local_addr:
+        inv = replace(inv, local_addr=setup.local_addr)
+    if setup.hosts_store is not None:
+        inv = replace(inv, rendezvous=inv.rendezvous.with_conf(
+            "is_host", str(int(setup.hosts_store))))
+    nodes = list(plan.nodes)
+    nodes[node_rank] = node.model_copy(update={"invocation": inv})
+    return plan.model_copy(update={"nodes": nodes})
 
 
-def role(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int,
-         setup: NetworkSetup) -> str | None:
+def network(plan: LaunchPlan, node_rank: int, env: Mapping[str, str]
+            ) -> tuple[LaunchPlan, NetworkSetup]:
+    """The plan with this node's network findings and fixes applied, and the facts found."""
+    setup = network_setup(plan, env)
+    if plan.nnodes < 2 or not 0 <= node_rank < plan.nnodes:
+        return plan, setup
+    return apply_network(plan, node_rank, setup), setup
+
+
+def role(plan: LaunchPlan, node_rank: int, setup: NetworkSetup) -> str | None:
     """'master', 'node', or None when the exchange cannot run (elastic, unknown host)."""
-    if plan.nnodes < 2 or (ns.nnodes and ":" in ns.nnodes and ns.nnodes.split(":")[0] !=
-                           ns.nnodes.split(":")[1]):
+    if plan.nnodes < 2 or plan.nodes[0].invocation.nnodes.elastic:
         return None
     if plan.rdzv_backend == "static":
         return "master" if node_rank == 0 else "node"
@@ -76,47 +59,43 @@ def role(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int,
     return "master" if setup.hosts_store else "node"
 
 
-def sync(plan: LaunchPlan, ns: argparse.Namespace, node_rank: int | None, setup: NetworkSetup,
-         err: Console, *, env: Mapping[str, str] = os.environ) -> tuple[LaunchPlan, int | None]:
-    """Probe the master and compare the nodes; (plan with findings, exit status to stop with)."""
-    me = role(plan, ns, node_rank or 0, setup)
+@dataclass(frozen=True)
+class SyncResult:
+    """The nodes' exchange: the plan with its findings, the findings it added, and why it
+    could not run when it failed (``error``, one line)."""
+
+    plan: LaunchPlan
+    found: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    ran: bool = True
+
+
+def sync(plan: LaunchPlan, node_rank: int | None, setup: NetworkSetup, wait_s: float,
+         say: Callable[[str], None], *, env: Mapping[str, str] = os.environ) -> SyncResult:
+    """Probe the master and compare the nodes (``say`` prints a progress line); the exchange is
+    signed with DISTRUN_JOB_TOKEN from ``env`` (a warning when it is unset)."""
+    me = role(plan, node_rank or 0, setup)
     if me is None:
-        return plan, None
+        return SyncResult(plan, ran=False)
+    from distrun.checks.nodesync import bind_address, join, local_facts, serve  # multi-node only
+    from distrun.checks.nodewire import job_key
+
     facts = local_facts(plan.script, node_rank if plan.rdzv_backend == "static" else None,
                         plan.vendor, plan)
     where = f"{plan.master_addr}:{plan.master_port}"
     key, note = job_key(env)
     if note:
-        err.print(f"distrun: warning: {note}", highlight=False, markup=False)
+        say(f"warning: {note}")
     try:
         if me == "master":
             host = bind_address(plan, setup)
-            err.print(f"distrun: waiting for {plan.nnodes - 1} other node(s) on "
-                      f"{host or '*'}:{plan.master_port} (up to {ns.master_wait:.0f} s)",
-                      highlight=False, markup=False)
-            found = serve(plan.master_port, plan.nnodes - 1, facts, ns.master_wait, host=host,
-                          key=key, on_refuse=lambda line: err.print(
-                              f"distrun: refused a peer: {line}", highlight=False, markup=False))
+            say(f"waiting for {plan.nnodes - 1} other node(s) on {host or '*'}:"
+                f"{plan.master_port} (up to {wait_s:.0f} s)")
+            found = serve(plan.master_port, plan.nnodes - 1, facts, wait_s, host=host, key=key,
+                          on_refuse=lambda line: say(f"refused a peer: {line}"))
         else:
-            conn = probe_master(plan.master_addr, plan.master_port, ns.master_wait,
-                                on_wait=lambda line: err.print(f"distrun: {line}",
-                                                               highlight=False))
-            found = join(conn, facts, ns.master_wait, where, key=key)
+            conn = probe_master(plan.master_addr, plan.master_port, wait_s, on_wait=say)
+            found = join(conn, facts, wait_s, where, key=key)
     except DistrunError as exc:
-        err.print(f"distrun launch: preflight failed: {exc.one_line()}", highlight=False,
-                  markup=False)
-        return plan, exitcodes.PREFLIGHT
-    return _verdict(plan, found, ns, err)
-
-
-def _verdict(plan: LaunchPlan, found: list[Finding], ns: argparse.Namespace, err: Console
-             ) -> tuple[LaunchPlan, int | None]:
-    plan = plan.with_findings(found)
-    render.findings(err, found)
-    errors = [f for f in found if f.severity == "error"]
-    if errors and not ns.force:
-        err.print("distrun launch: refusing to start: the nodes disagree (fix it, or pass "
-                  "--force on every node)", highlight=False)
-        return plan, exitcodes.PREFLIGHT
-    err.print(f"distrun: all {plan.nnodes} nodes joined; starting torchrun", highlight=False)
-    return plan, None
+        return SyncResult(plan, error=exc.one_line())
+    return SyncResult(plan.with_findings(found), found)

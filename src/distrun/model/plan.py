@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from distrun.model.findings import Finding, Severity
+from distrun.model.invocation import Flag, Invocation, Nnodes, command_line
 
 __all__ = ["Finding", "LaunchPlan", "NodePlan", "Request", "Severity"]
 
@@ -25,6 +26,12 @@ class NodePlan(BaseModel):
     visible_devices: list[int]
     ranks: list[int]
     env: dict[str, str] = {}
+    invocation: Invocation
+
+    @property
+    def command(self) -> str:
+        """This node's torchrun as one shell line, its visible devices first."""
+        return command_line(self.invocation.argv(), self.env.items())
 
 
 class LaunchPlan(BaseModel):
@@ -36,7 +43,6 @@ class LaunchPlan(BaseModel):
     master_port: int
     nodes: list[NodePlan]
     findings: list[Finding]
-    commands: list[str]
     vendor: str
     device_type: str
     nnodes: int
@@ -46,6 +52,12 @@ class LaunchPlan(BaseModel):
     env: dict[str, str] = {}
     script: str | None = None
     script_args: list[str] = []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def commands(self) -> list[str]:
+        """One shell line per node, derived from its invocation (kept in the JSON contract)."""
+        return [n.command for n in self.nodes]
 
     @property
     def errors(self) -> list[Finding]:
@@ -61,7 +73,7 @@ class Request:
 
     script: str | None = None
     script_args: tuple[str, ...] = ()
-    nnodes: str | None = None
+    nnodes: Nnodes | None = None
     nproc_per_node: str | None = None
     node_rank: int | None = None
     master_addr: str | None = None
@@ -75,4 +87,10 @@ class Request:
     per_device_batch_size: int | None = None
     module: bool = False
     no_python: bool = False
-    passthrough: tuple[str, ...] = field(default=())
+    rdzv_conf: str | None = None
+    local_addr: str | None = None
+    passthrough: tuple[Flag, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nnodes, (str, int)):  # "2" / "1:4" as typed: parsed here, once
+            object.__setattr__(self, "nnodes", Nnodes.parse(self.nnodes))

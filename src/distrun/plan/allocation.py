@@ -14,6 +14,7 @@ from dataclasses import replace
 from distrun.cluster.base import ClusterEnvironment
 from distrun.cluster.slurm import Slurm, SlurmAllocation, default_port, expand_nodes
 from distrun.errors import UsageError
+from distrun.model.invocation import Nnodes
 from distrun.model.plan import Request
 
 
@@ -63,7 +64,7 @@ def from_slurm(req: Request, env: Mapping[str, str],
             "srun --ntasks-per-node=1 distrun launch ... (torchrun starts the processes per node)")
     port = req.master_port if req.master_port is not None else default_port(alloc.job_id)
     master = env.get("MASTER_ADDR") or address(alloc.master_addr)
-    filled = replace(req, nnodes=str(alloc.nnodes), node_rank=alloc.node_id,
+    filled = replace(req, nnodes=Nnodes(alloc.nnodes, alloc.nnodes), node_rank=alloc.node_id,
                      master_addr=master, master_port=port)
     note = (f"Slurm job {alloc.job_id}: node {alloc.node_id} of {alloc.nnodes} "
             f"({','.join(alloc.nodes)}), master {master}:{port}")

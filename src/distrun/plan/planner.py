@@ -2,48 +2,44 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distrun.accelerators.inventory import NodeInventory
 from distrun.accelerators.vendors import VENDORS
-from distrun.checks.topology import topology_findings
 from distrun.errors import UsageError
-from distrun.model.plan import Finding, LaunchPlan, NodePlan, Request
-
-DEFAULT_MASTER_PORT = 29500
+from distrun.model.invocation import (
+    DEFAULT_PORT,
+    TORCHRUN_DEFAULT_ID,
+    Invocation,
+    Nnodes,
+    Rendezvous,
+    WorkerCommand,
+    parse_conf,
+)
+from distrun.model.plan import LaunchPlan, NodePlan, Request
 
 
 @dataclass(frozen=True)
 class Topology:
-    nnodes: int
+    nnodes: Nnodes
     nproc: int
     master_addr: str
     master_port: int
-    rdzv_backend: str
-    rdzv_endpoint: str
+    rendezvous: Rendezvous
+
+    @property
+    def rdzv_backend(self) -> str:
+        return "static" if self.rendezvous.kind == "static" else self.rendezvous.backend
+
+    @property
+    def rdzv_endpoint(self) -> str:
+        return self.rendezvous.endpoint or f"{self.master_addr}:{self.master_port}"
 
 
 def cpu_default_nproc(cpus: int | None) -> int:
     """CPU jobs: one process per 2 cores, at most 4 (more ranks mostly add gloo traffic)."""
     return max(1, min(4, (cpus or 2) // 2))
-
-
-def parse_nnodes(text: str | None, inventory_nodes: int) -> int:
-    """``--nnodes 2`` or ``1:2`` (elastic: planned at the maximum)."""
-    if text is None:
-        return inventory_nodes
-    low, _, high = text.partition(":")
-    try:
-        lo, hi = int(low), int(high or low)
-    except ValueError:
-        raise UsageError(f"--nnodes {text!r} is not a number", "N or MIN:MAX",
-                         "pass e.g. --nnodes 2") from None
-    if not 0 < lo <= hi:
-        raise UsageError(f"--nnodes {text!r} is out of range", "0 < MIN <= MAX",
-                         "pass e.g. --nnodes 2 or --nnodes 1:4")
-    return hi
 
 
 def parse_nproc(text: str | None, node: NodeInventory) -> int:
@@ -64,53 +60,64 @@ def parse_nproc(text: str | None, node: NodeInventory) -> int:
 
 
 def resolve_topology(req: Request, nodes: Sequence[NodeInventory]) -> Topology:
-    nnodes = parse_nnodes(req.nnodes, len(nodes))
+    nnodes = req.nnodes or Nnodes(len(nodes), len(nodes))
     nproc = parse_nproc(req.nproc_per_node, nodes[0])
+    rdzv_id = req.rdzv_id or TORCHRUN_DEFAULT_ID
+    conf = parse_conf(req.rdzv_conf)
     if req.rdzv_endpoint and not req.standalone:
         host, _, port = req.rdzv_endpoint.rpartition(":")
         if not host or not port.isdigit():
-            host, port = req.rdzv_endpoint, str(DEFAULT_MASTER_PORT)
-        return Topology(nnodes, nproc, host, int(port), req.rdzv_backend or "c10d",
-                        req.rdzv_endpoint)
-    if nnodes == 1 and req.master_port is None:
+            host, port = req.rdzv_endpoint, str(DEFAULT_PORT)
+        rdzv = Rendezvous("dynamic", req.rdzv_backend or "c10d", req.rdzv_endpoint,
+                          rdzv_id=rdzv_id, conf=conf)
+        return Topology(nnodes, nproc, host, int(port), rdzv)
+    if nnodes.max == 1 and req.master_port is None:
         # torchrun's own single-node choice: the store binds port 0, so no race for a port.
-        return Topology(1, nproc, "localhost", 0, "c10d", "localhost:0")
+        rdzv = Rendezvous("standalone", "c10d", "localhost:0", conf=conf)
+        return Topology(Nnodes(1, 1), nproc, "localhost", 0, rdzv)
     addr = req.master_addr or (nodes[0].host if nodes[0].declared else "127.0.0.1")
-    master_port = req.master_port if req.master_port is not None else DEFAULT_MASTER_PORT
-    return Topology(nnodes, nproc, addr, master_port, "static", f"{addr}:{master_port}")
+    master_port = req.master_port if req.master_port is not None else DEFAULT_PORT
+    rdzv = Rendezvous("static", "static", master_addr=addr, master_port=master_port,
+                      rdzv_id=rdzv_id, conf=conf)
+    return Topology(nnodes, nproc, addr, master_port, rdzv)
 
 
 def build(req: Request, nodes: Sequence[NodeInventory]) -> LaunchPlan:
     """The plan for ``req`` on ``nodes`` (declared, or this node when detected)."""
     topo = resolve_topology(req, nodes)
-    node_invs = [nodes[k] if k < len(nodes) else nodes[0] for k in range(topo.nnodes)]
+    count = topo.nnodes.max
+    node_invs = [nodes[k] if k < len(nodes) else nodes[0] for k in range(count)]
     vendor = VENDORS[nodes[0].vendor]
     backend = req.backend or vendor.backend
-    node_plans = [_node_plan(k, inv, topo) for k, inv in enumerate(node_invs)]
-    env = _job_env(nodes[0], topo)
-    draft = LaunchPlan(
-        world_size=topo.nnodes * topo.nproc,
+    node_plans = [_node_plan(k, inv, topo, req) for k, inv in enumerate(node_invs)]
+    return LaunchPlan(
+        world_size=count * topo.nproc,
         backend=backend,
         master_addr=topo.master_addr,
         master_port=topo.master_port,
         nodes=node_plans,
         findings=[],
-        commands=[_command(req, topo, n) for n in node_plans],
         vendor=vendor.id.value,
         device_type=vendor.torch_device,
-        nnodes=topo.nnodes,
+        nnodes=count,
         nproc_per_node=topo.nproc,
         rdzv_backend=topo.rdzv_backend,
         rdzv_endpoint=topo.rdzv_endpoint,
-        env=env,
+        env=_job_env(nodes[0], topo),
         script=req.script,
         script_args=list(req.script_args),
     )
-    findings: list[Finding] = topology_findings(req, nodes, draft)
-    return draft.with_findings(findings)
 
 
-def _node_plan(k: int, inv: NodeInventory, topo: Topology) -> NodePlan:
+def invocation(req: Request, topo: Topology, node_rank: int) -> Invocation:
+    """Node ``node_rank``'s torchrun: the rendezvous decided once, the user's flags as given."""
+    worker = WorkerCommand(req.script or "SCRIPT", tuple(req.script_args), req.module,
+                           req.no_python)
+    return Invocation(topo.rendezvous, topo.nnodes, topo.nproc, node_rank, worker,
+                      req.local_addr, tuple(req.passthrough))
+
+
+def _node_plan(k: int, inv: NodeInventory, topo: Topology, req: Request) -> NodePlan:
     var = inv.info.visibility_var
     visible = [d.index for d in inv.devices] if inv.is_accelerated else []
     env = {var: ",".join(map(str, visible))} if var and visible else {}
@@ -122,6 +129,7 @@ def _node_plan(k: int, inv: NodeInventory, topo: Topology) -> NodePlan:
         visible_devices=visible,
         ranks=list(range(k * topo.nproc, (k + 1) * topo.nproc)),
         env=env,
+        invocation=invocation(req, topo, k),
     )
 
 
@@ -129,21 +137,3 @@ def _job_env(node: NodeInventory, topo: Topology) -> dict[str, str]:
     """Defaults for every process; variables the user already set win at launch."""
     threads = max(1, (node.cpus or topo.nproc) // topo.nproc)
     return {"OMP_NUM_THREADS": str(threads)} if node.cpus else {}
-
-
-def _command(req: Request, topo: Topology, node: NodePlan) -> str:
-    argv: list[str] = ["torchrun"]
-    if topo.rdzv_endpoint == "localhost:0":
-        argv += ["--standalone"]
-    elif topo.rdzv_backend == "static":
-        argv += ["--nnodes", str(topo.nnodes), "--node-rank", str(node.node_rank),
-                 "--master-addr", topo.master_addr, "--master-port", str(topo.master_port)]
-    else:
-        argv += ["--nnodes", req.nnodes or str(topo.nnodes), "--rdzv-backend", topo.rdzv_backend,
-                 "--rdzv-endpoint", topo.rdzv_endpoint, "--rdzv-id", req.rdzv_id or "distrun"]
-    argv += ["--nproc-per-node", str(topo.nproc), *req.passthrough]
-    argv += ["-m"] if req.module else []
-    argv += ["--no-python"] if req.no_python else []
-    argv += [req.script or "SCRIPT", *req.script_args]
-    prefix = [f"{k}={shlex.quote(v)}" for k, v in node.env.items()]
-    return " ".join([*prefix, *(shlex.quote(a) for a in argv)])
