@@ -1,0 +1,105 @@
+"""``distrun estimate (--params N | --model FILE[:FACTORY]) [--optimizer ..] [--precision ..]
+[--sharding ..] [--inventory NxDxMODEL | --nnodes N --nproc-per-node D] [--json]``.
+
+Model states per device (parameters, gradients, optimizer states) and whether they fit each
+device. Exit status 0; 2 on bad input; 3 when a device of known memory cannot hold them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import asdict
+
+from distrun.accelerators.inventory import NodeInventory, parse_declared
+from distrun.cli import exitcodes
+from distrun.cli.args import OneLineParser
+from distrun.errors import UsageError
+from distrun.estimate.fit import DeviceFit, fits
+from distrun.estimate.states import (
+    OPTIMIZERS,
+    PRECISIONS,
+    SHARDINGS,
+    ModelStates,
+    Setup,
+    model_states,
+    parse_count,
+)
+
+GIB = 2**30
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="distrun estimate", description=__doc__.split("\n\n")[1])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--params", help="parameter count: 7B, 350M, 1.3e9")
+    src.add_argument("--model", help="FILE.py[:FACTORY] or MODULE[:FACTORY] (built on meta)")
+    p.add_argument("--optimizer", default="adamw", choices=tuple(OPTIMIZERS))
+    p.add_argument("--precision", default="bf16", choices=PRECISIONS)
+    p.add_argument("--sharding", default="ddp", choices=SHARDINGS)
+    p.add_argument("--inventory", help="NODESxDEVICESxMODEL, e.g. 2x8xH100-80GB")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--nproc-per-node", type=int, default=1)
+    p.add_argument("--largest-layer", help="parameters of the largest layer (ZeRO-3 / FSDP)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    return p
+
+
+def setup_from(ns: argparse.Namespace, nodes: tuple[NodeInventory, ...]) -> Setup:
+    per_node = nodes[0].count if nodes else ns.nproc_per_node
+    world = sum(n.count for n in nodes) if nodes else ns.nnodes * ns.nproc_per_node
+    largest = parse_count(ns.largest_layer) if ns.largest_layer else 0
+    if ns.params:
+        return Setup(parse_count(ns.params), ns.optimizer, ns.precision, ns.sharding, world,
+                     per_node, largest)
+    from distrun.cli.modelcount import count
+
+    counted = count(ns.model)
+    return Setup(counted.params, ns.optimizer, ns.precision, ns.sharding, world, per_node,
+                 largest or counted.largest_layer, counted.adafactor_state)
+
+
+def main(argv: list[str]) -> int:
+    ns = make_parser().parse_args(argv)
+    nodes = parse_declared(ns.inventory) if ns.inventory else ()
+    if not nodes and (ns.nnodes < 1 or ns.nproc_per_node < 1):
+        raise UsageError(f"--nnodes {ns.nnodes} --nproc-per-node {ns.nproc_per_node}",
+                         "at least 1 each", "pass e.g. --nnodes 1 --nproc-per-node 8")
+    setup = setup_from(ns, nodes)
+    states = model_states(setup)
+    rows = fits(states, nodes)
+    if ns.json:
+        print(json.dumps(as_json(setup, states, rows), indent=2))
+    else:
+        print(human(setup, states, rows))
+    return exitcodes.PREFLIGHT if any(r.fits is False for r in rows) else exitcodes.OK
+
+
+def as_json(setup: Setup, states: ModelStates, rows: tuple[DeviceFit, ...]) -> dict[str, object]:
+    return {"setup": asdict(setup),
+            "per_device_bytes": {"params": states.params, "grads": states.grads,
+                                 "optimizer": states.optimizer, "working": states.working,
+                                 "total": states.total},
+            "shard_group": states.shard_group,
+            "devices": [asdict(r) for r in rows]}
+
+
+def human(setup: Setup, states: ModelStates, rows: tuple[DeviceFit, ...]) -> str:
+    lines = [f"{setup.params / 1e6:,.0f}M parameters, {setup.optimizer}, {setup.precision}, "
+             f"{setup.sharding} over {setup.world_size} devices ({setup.per_node} per node)",
+             "model states per device (activations not included):"]
+    for label, value in (("parameters", states.params), ("gradients", states.grads),
+                         ("optimizer states", states.optimizer),
+                         ("gathered layer", states.working), ("total", states.total)):
+        lines.append(f"  {label:<17} {value / GIB:10.2f} GiB")
+    for (name, mem, fit), n in Counter((r.name, r.memory_bytes, r.fits) for r in rows).items():
+        size = "unknown memory" if mem is None else f"{mem / GIB:.0f} GiB"
+        verdict = {True: "fits", False: "does NOT fit", None: "unknown"}[fit]
+        lines.append(f"  {n} x {name} ({size}): {verdict}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
