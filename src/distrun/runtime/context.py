@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from distrun import cluster
 from distrun.cluster import slurm
 from distrun.cluster.base import RankFacts
-from distrun.runtime import checks, device, logs
+from distrun.runtime import checks, device, logs, memory
 from distrun.runtime.errors import InitError
 from distrun.runtime.heartbeat import Heartbeat
 
@@ -108,6 +108,11 @@ class Context:
                 f"processes; use a multiple of {self.world_size}, e.g. "
                 f"{lower or self.world_size} or {max(lower, 0) + self.world_size}")
         return global_batch_size // self.world_size
+
+    def estimate_memory(self, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
+                        sizes: tuple[int, ...] = (2, 4, 8)) -> memory.MemoryFit:
+        """Run the real step at a few batch sizes on this device; fit peak memory vs batch."""
+        return memory.estimate(self.device, step_fn, make_batch, sizes)
 
     def step(self, step: int, **metrics: float) -> None:
         """Report progress and liveness to the launcher; cheap enough for every step."""
