@@ -114,6 +114,20 @@ class Context:
         """Run the real step at a few batch sizes on this device; fit peak memory vs batch."""
         return memory.estimate(self.device, step_fn, make_batch, sizes)
 
+    def find_batch_size(self, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
+                        *, start: int = 1, max: int = 4096,
+                        model: Any = None, precision: str = "fp32") -> int:
+        """The largest batch size that runs on every rank (all ranks get the same answer).
+
+        Real trials of ``step_fn(make_batch(size))``, out-of-memory as "no", agreed by
+        all_reduce MIN, at most 8 trials, within 10 % of the largest size that fits on the
+        smallest device; cached by ``model``'s signature, device model, world size, precision.
+        """
+        from distrun.runtime import batchfind
+
+        return batchfind.find(self.device, self.world_size, step_fn, make_batch, start=start,
+                              maximum=max, model=model, precision=precision, rank=self.rank).size
+
     def step(self, step: int, **metrics: float) -> None:
         """Report progress and liveness to the launcher; cheap enough for every step."""
         if self.heartbeat is not None:

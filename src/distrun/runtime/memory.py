@@ -145,9 +145,13 @@ def _clear_refs() -> bool:
     return True
 
 
-def _status_kib(field: str) -> int:
+def _meminfo_kib(field: str) -> int:
+    return _status_kib(field, "/proc/meminfo")
+
+
+def _status_kib(field: str, path: str = "/proc/self/status") -> int:
     try:
-        with open("/proc/self/status") as fh:
+        with open(path) as fh:
             for line in fh:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
