@@ -10,6 +10,7 @@ from distrun.accelerators.inventory import NodeInventory
 from distrun.accelerators.vendors import VENDORS
 from distrun.checks.topology import topology_findings
 from distrun.errors import UsageError
+from distrun.model.batch import batch_env
 from distrun.model.plan import Finding, LaunchPlan, NodePlan, Request
 
 DEFAULT_MASTER_PORT = 29500
@@ -87,7 +88,9 @@ def build(req: Request, nodes: Sequence[NodeInventory]) -> LaunchPlan:
     vendor = VENDORS[nodes[0].vendor]
     backend = req.backend or vendor.backend
     node_plans = [_node_plan(k, inv, topo) for k, inv in enumerate(node_invs)]
-    env = _job_env(nodes[0], topo)
+    env = {**_job_env(nodes[0], topo),
+           **batch_env(req.global_batch_size, req.per_device_batch_size,
+                       topo.nnodes * topo.nproc, req.preset, req.train_config)}
     draft = LaunchPlan(
         world_size=topo.nnodes * topo.nproc,
         backend=backend,

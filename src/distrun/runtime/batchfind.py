@@ -95,16 +95,22 @@ class Finder:
     """Trials on this rank's device; every answer agreed with the other ranks by all_reduce MIN."""
 
     def __init__(self, device: str, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
-                 world_size: int, headroom: float = 0.97) -> None:
+                 world_size: int, *, headroom: float = 0.97,
+                 fraction: float | None = None) -> None:
         self.device = device
         self.step_fn, self.make_batch = step_fn, make_batch
         self.world_size = world_size
         self.headroom = headroom
         self.counter = memory.PeakCounter(device)
         self.points: dict[int, int] = {}
+        self.cap: int | None = None  # a preset's peak limit: in use now + fraction x free
+        budget = device_budget(self.counter)
+        if fraction is not None and budget is not None:
+            used = current_usage(self.counter)
+            self.cap = int(used + fraction * max(0, budget - used))
 
     def trial(self, size: int) -> bool:
-        ok = self._run(size)
+        ok = self._run(size) and (self.cap is None or self.points[size] <= self.cap)
         memory.free_memory(self.counter.device_type)
         return bool(self.agree_min(int(ok)))
 
@@ -121,7 +127,7 @@ class Finder:
     def guess(self) -> int | None:
         """The largest size whose fitted peak fits this rank's budget; MIN over ranks."""
         local = 2**31 - 1
-        budget = device_budget(self.counter)
+        budget = device_budget(self.counter) if self.cap is None else self.cap
         if len(self.points) >= 2 and budget is not None:
             sizes = sorted(self.points)
             a, b = memory.fit_line(sizes, [self.points[s] for s in sizes])
@@ -153,6 +159,13 @@ def device_budget(counter: memory.PeakCounter) -> int | None:
     return cpu_budget()
 
 
+def current_usage(counter: memory.PeakCounter) -> int:
+    """Bytes in use now, in the peak counter's units."""
+    if counter.ns is not None:
+        return int(counter.ns.memory_allocated())
+    return memory._status_kib("VmRSS") * 1024
+
+
 def cpu_budget() -> int | None:
     """Peak RSS this process may reach: its RSS plus what the kernel still gives it (the
     smaller of MemAvailable and the room left under RLIMIT_AS)."""
@@ -178,15 +191,16 @@ def device_model(device: str) -> str:
 def find(device: str, world_size: int, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
          *, start: int = 1, maximum: int = 4096, model: Any = None, precision: str = "fp32",
          rank: int = 0, env: Mapping[str, str] | None = None, max_trials: int = 8,
-         tolerance: float = 0.1) -> Search:
+         tolerance: float = 0.1, fraction: float | None = None) -> Search:
     """The agreed batch size (see the module's docstring); starts at the cached one if any."""
     if start < 1 or maximum < start:
         raise BatchSizeError(f"find_batch_size(start={start}, max={maximum})",
                              "1 <= start <= max", "pass e.g. start=1, max=1024")
     env = os.environ if env is None else env
-    finder = Finder(device, step_fn, make_batch, world_size)
+    finder = Finder(device, step_fn, make_batch, world_size, fraction=fraction)
     entry = None if model is None else batchcache.key(
-        batchcache.model_signature(model), device_model(device), world_size, precision)
+        batchcache.model_signature(model), device_model(device), world_size,
+        precision if fraction is None else f"{precision}@{fraction}")
     cached = batchcache.load(env, entry) if entry else None
     first = finder.agree_min(min(cached or start, maximum))
     result = search(finder.trial, finder.guess, first, maximum, max_trials=max_trials,
