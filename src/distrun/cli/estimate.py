@@ -18,6 +18,7 @@ from distrun.cli import exitcodes
 from distrun.cli.args import OneLineParser
 from distrun.errors import UsageError
 from distrun.estimate.fit import DeviceFit, fits
+from distrun.estimate.preflight import DeviceMemory, memory_findings
 from distrun.estimate.states import (
     OPTIMIZERS,
     PRECISIONS,
@@ -27,6 +28,7 @@ from distrun.estimate.states import (
     model_states,
     parse_count,
 )
+from distrun.model.plan import Finding
 
 GIB = 2**30
 
@@ -43,6 +45,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--nproc-per-node", type=int, default=1)
     p.add_argument("--largest-layer", help="parameters of the largest layer (ZeRO-3 / FSDP)")
+    p.add_argument("--here", action="store_true",
+                   help="also check this node's devices: free memory, other processes")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     return p
 
@@ -70,11 +74,44 @@ def main(argv: list[str]) -> int:
     setup = setup_from(ns, nodes)
     states = model_states(setup)
     rows = fits(states, nodes)
+    found = here_findings(states.total, setup) if ns.here else []
     if ns.json:
-        print(json.dumps(as_json(setup, states, rows), indent=2))
+        out = as_json(setup, states, rows)
+        out["findings"] = [f.model_dump() for f in found]
+        print(json.dumps(out, indent=2))
     else:
         print(human(setup, states, rows))
-    return exitcodes.PREFLIGHT if any(r.fits is False for r in rows) else exitcodes.OK
+        for f in found:
+            print(f"  {f.severity}: {f.message}" + (f" (fix: {f.fix})" if f.fix else ""))
+    failed = any(r.fits is False for r in rows) or any(f.severity == "error" for f in found)
+    return exitcodes.PREFLIGHT if failed else exitcodes.OK
+
+
+def here_findings(need: int, setup: Setup) -> list[Finding]:
+    """This node's devices through the monitor's samplers (NVML or the vendor's tool)."""
+    from distrun.accelerators.detect import detect
+    from distrun.monitor.devices import for_vendor
+
+    node = detect().node
+    sampler = for_vendor(node.vendor.value)
+    try:
+        reading = sampler.read()
+    finally:
+        sampler.close()
+    devices = [DeviceMemory(d.index, d.name, d.memory_used_bytes, d.memory_total_bytes,
+                            None if d.pids is None else tuple(_named(p) for p in d.pids))
+               for d in reading.devices]
+    what = f"{setup.params / 1e9:.2f}B parameters ({setup.optimizer}, {setup.sharding})"
+    return memory_findings(devices, need, what)
+
+
+def _named(pid: int) -> str:
+    import psutil
+
+    try:
+        return f"{pid} {psutil.Process(pid).name()}"
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return str(pid)
 
 
 def as_json(setup: Setup, states: ModelStates, rows: tuple[DeviceFit, ...]) -> dict[str, object]:
