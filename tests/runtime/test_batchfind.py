@@ -109,3 +109,27 @@ def test_two_ranks_with_different_ceilings_agree(tmp_path: Path, marker: str) ->
     assert len(r0["trials"]) <= 8
     assert r0["ran"] and r1["ran"]
     assert 0.9 * r1["reference"] <= r1["size"] <= r1["reference"]
+
+
+@pytest.mark.timeout(300)
+def test_launch_passes_preset_global_batch_and_train_table(tmp_path: Path, marker: str) -> None:
+    """distrun launch --config (preset, global batch, [train]) -> every rank's ctx.plan_batch
+    and ctx.train: the same layout on both ranks, the global batch exact."""
+    cfg = tmp_path / "balanced.toml"
+    cfg.write_text('preset = "balanced"\nglobal_batch_size = 96\n\n[train]\ndepth = 16\n')
+    res = subprocess.run(
+        [sys.executable, "-m", "distrun.cli.main", "launch", "--nproc-per-node", "2",
+         "--config", str(cfg), "--run-dir", str(tmp_path / "run"),
+         str(JOBS / "preset_job.py"), marker],
+        cwd=tmp_path, env=cli_env({"DISTRUN_TEST_MARK": marker,
+                                   "DISTRUN_CACHE_DIR": str(tmp_path / "cache")}),
+        capture_output=True, text=True, timeout=280, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    logs = "".join((tmp_path / "run" / "logs" / f"rank-{r}.log").read_text() for r in (0, 1))
+    rows = [json.loads(line.split("LAYOUT ", 1)[1]) for line in logs.splitlines()
+            if "LAYOUT " in line]
+    assert sorted(r["rank"] for r in rows) == [0, 1]
+    assert {(r["per_device"], r["accum"], r["global"]) for r in rows} == {
+        (rows[0]["per_device"], rows[0]["accum"], 96)}
+    assert rows[0]["per_device"] * rows[0]["accum"] * 2 == 96
+    assert all(r["train"] == {"depth": 16} for r in rows)
