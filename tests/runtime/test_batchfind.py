@@ -88,6 +88,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_two_ranks_with_different_ceilings_agree(tmp_path: Path, marker: str) -> None:
     """Rank 0 may grow its address space by 300 MiB, rank 1 by 180 MiB (RLIMIT_AS). glibc's
@@ -111,6 +112,7 @@ def test_two_ranks_with_different_ceilings_agree(tmp_path: Path, marker: str) ->
     assert 0.9 * r1["reference"] <= r1["size"] <= r1["reference"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_launch_passes_preset_global_batch_and_train_table(tmp_path: Path, marker: str) -> None:
     """distrun launch --config (preset, global batch, [train]) -> every rank's ctx.plan_batch
