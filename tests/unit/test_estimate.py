@@ -201,3 +201,13 @@ def test_module_importable_without_torch_side_effects() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=REPO).stdout
     assert out.strip() == "False"
+
+
+def test_cli_activations_make_it_not_fit() -> None:
+    res = run_cli(["estimate", "--params", "7B", "--sharding", "zero3", "--inventory",
+                   "1x8xA100-40GB", "--batch-size", "16", "--activation-bytes", "2GiB"], REPO)
+    assert res.returncode == 3, res.stderr
+    assert re.search(r"activations\s+32\.00 GiB", res.stdout)
+    assert "8 x A100-40GB (40 GiB): does NOT fit" in res.stdout
+    half = run_cli(["estimate", "--params", "7B", "--batch-size", "16"], REPO)
+    assert half.returncode == 2 and "--activation-bytes" in half.stderr

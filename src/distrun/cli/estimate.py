@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from distrun.accelerators.inventory import NodeInventory, parse_declared
 from distrun.cli import exitcodes
@@ -26,6 +26,7 @@ from distrun.estimate.states import (
     ModelStates,
     Setup,
     model_states,
+    parse_bytes,
     parse_count,
 )
 from distrun.model.plan import Finding
@@ -45,6 +46,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--nproc-per-node", type=int, default=1)
     p.add_argument("--largest-layer", help="parameters of the largest layer (ZeRO-3 / FSDP)")
+    p.add_argument("--batch-size", type=int, help="per-device batch size (with --activation-bytes)")
+    p.add_argument("--activation-bytes",
+                   help="activation memory per sample, e.g. 24MiB (ctx.estimate_memory's slope)")
     p.add_argument("--here", action="store_true",
                    help="also check this node's devices: free memory, other processes")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -72,7 +76,7 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"--nnodes {ns.nnodes} --nproc-per-node {ns.nproc_per_node}",
                          "at least 1 each", "pass e.g. --nnodes 1 --nproc-per-node 8")
     setup = setup_from(ns, nodes)
-    states = model_states(setup)
+    states = with_activations(model_states(setup), ns.batch_size, ns.activation_bytes)
     rows = fits(states, nodes)
     found = here_findings(states.total, setup) if ns.here else []
     if ns.json:
@@ -114,11 +118,22 @@ def _named(pid: int) -> str:
         return str(pid)
 
 
+def with_activations(states: ModelStates, batch: int | None, per_sample: str | None
+                     ) -> ModelStates:
+    if batch is None and per_sample is None:
+        return states
+    if batch is None or per_sample is None or batch < 1:
+        raise UsageError(f"--batch-size {batch} --activation-bytes {per_sample}",
+                         "both, with a batch size >= 1",
+                         "pass e.g. --batch-size 16 --activation-bytes 24MiB")
+    return replace(states, activations=batch * parse_bytes(per_sample))
+
+
 def as_json(setup: Setup, states: ModelStates, rows: tuple[DeviceFit, ...]) -> dict[str, object]:
     return {"setup": asdict(setup),
             "per_device_bytes": {"params": states.params, "grads": states.grads,
                                  "optimizer": states.optimizer, "working": states.working,
-                                 "total": states.total},
+                                 "activations": states.activations, "total": states.total},
             "shard_group": states.shard_group,
             "devices": [asdict(r) for r in rows]}
 
@@ -126,10 +141,13 @@ def as_json(setup: Setup, states: ModelStates, rows: tuple[DeviceFit, ...]) -> d
 def human(setup: Setup, states: ModelStates, rows: tuple[DeviceFit, ...]) -> str:
     lines = [f"{setup.params / 1e6:,.0f}M parameters, {setup.optimizer}, {setup.precision}, "
              f"{setup.sharding} over {setup.world_size} devices ({setup.per_node} per node)",
+             "per device, model states and activations:" if states.activations else
              "model states per device (activations not included):"]
     for label, value in (("parameters", states.params), ("gradients", states.grads),
                          ("optimizer states", states.optimizer),
-                         ("gathered layer", states.working), ("total", states.total)):
+                         ("gathered layer", states.working),
+                         *((("activations", states.activations),) if states.activations else ()),
+                         ("total", states.total)):
         lines.append(f"  {label:<17} {value / GIB:10.2f} GiB")
     for (name, mem, fit), n in Counter((r.name, r.memory_bytes, r.fits) for r in rows).items():
         size = "unknown memory" if mem is None else f"{mem / GIB:.0f} GiB"

@@ -49,10 +49,11 @@ class ModelStates:
     optimizer: int
     working: int
     shard_group: int
+    activations: int = 0
 
     @property
     def total(self) -> int:
-        return self.params + self.grads + self.optimizer + self.working
+        return self.params + self.grads + self.optimizer + self.working + self.activations
 
 
 def parse_count(text: str) -> int:
@@ -66,6 +67,19 @@ def parse_count(text: str) -> int:
         raise UsageError(f"--params {text!r} is less than one parameter", "at least 1",
                          "e.g. --params 7B")
     return int(value)
+
+
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(b|kib|mib|gib|kb|mb|gb)?\s*$", re.IGNORECASE)
+_UNIT = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+
+
+def parse_bytes(text: str, flag: str = "--activation-bytes") -> int:
+    """``24MiB``, ``1.5GiB``, ``300000``: bytes; a UsageError otherwise."""
+    m = _BYTES.match(text)
+    if not m:
+        raise UsageError(f"{flag} {text!r} is not a size", "a number with B/KiB/MiB/GiB",
+                         f"e.g. {flag} 24MiB")
+    return int(float(m.group(1)) * _UNIT[(m.group(2) or "b").lower()])
 
 
 def _check(setup: Setup) -> None:
