@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -211,3 +212,11 @@ def test_cli_activations_make_it_not_fit() -> None:
     assert "8 x A100-40GB (40 GiB): does NOT fit" in res.stdout
     half = run_cli(["estimate", "--params", "7B", "--batch-size", "16"], REPO)
     assert half.returncode == 2 and "--activation-bytes" in half.stderr
+
+
+def test_cli_model_factory_error_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text("def make_model():\n    raise ValueError('needs a config')\n")
+    res = run_cli(["estimate", "--model", f"{path}:make_model"], REPO)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "building it failed: ValueError: needs a config" in res.stderr

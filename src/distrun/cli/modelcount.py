@@ -34,9 +34,14 @@ def count(spec: str) -> ModelCount:
     except ImportError:
         raise UsageError(f"--model {spec!r} needs torch to build the model", "torch installed",
                          "pip install torch, or pass --params COUNT") from None
-    with torch.device("meta"):
-        model = factory() if callable(factory) and not isinstance(factory, torch.nn.Module) \
-            else factory
+    try:
+        with torch.device("meta"):
+            model = factory() if callable(factory) and not isinstance(factory, torch.nn.Module) \
+                else factory
+    except Exception as err:  # the user's code: its error, in one line, is the answer
+        raise UsageError(f"--model {spec!r}: building it failed: {type(err).__name__}: {err}",
+                         "a factory that builds the model with no arguments",
+                         "fix the factory, or pass --params COUNT") from None
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"--model {spec!r} returned {type(model).__name__}", "a torch.nn.Module",
                          "make the factory return the model")
