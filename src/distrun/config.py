@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -44,6 +44,8 @@ class Settings(BaseModel):
     global_batch_size: int | None = None
     per_device_batch_size: int | None = None
     run_dir: str | None = None
+    preset: Literal["conservative", "balanced", "aggressive"] | None = None
+    train: dict[str, Any] | None = None  # the user's own hyper-parameters, passed to the script
 
 
 def load(path: str) -> dict[str, Any]:
@@ -64,6 +66,8 @@ def load(path: str) -> dict[str, Any]:
                else f"correct the value of {key} in {path}")
         raise UsageError(f"config {path}: {problem}", fix=fix) from None
     values = settings.model_dump(exclude_none=True)
+    if values.pop("train", None) is not None:  # the ranks read it: DISTRUN_TRAIN_CONFIG
+        values["train_config"] = str(Path(path).resolve())
     return {k: str(v) if k in ("nnodes", "nproc_per_node") else v for k, v in values.items()}
 
 

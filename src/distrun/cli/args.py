@@ -81,6 +81,8 @@ def add_distrun_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -
     g.add_argument("--backend", help="collective backend (default: the hardware's own)")
     g.add_argument("--global-batch-size", type=int, help="check it divides into the ranks")
     g.add_argument("--per-device-batch-size", type=int, help="with --global-batch-size")
+    g.add_argument("--preset", choices=("conservative", "balanced", "aggressive"),
+                   help="memory target for ctx.plan_batch: 50/70/90%% of free device memory")
     g.add_argument("--json", action="store_true", help="machine output on stdout")
     g.add_argument("--config", help="TOML file of settings (flag names with _); flags win")
     envflags.apply(g._group_actions, env)
@@ -161,6 +163,8 @@ def to_request(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Reque
         backend=ns.backend,
         global_batch_size=ns.global_batch_size,
         per_device_batch_size=ns.per_device_batch_size,
+        preset=ns.preset,
+        train_config=getattr(ns, "train_config", None),
         module=bool(ns.module),
         no_python=bool(ns.no_python),
         rdzv_conf=getattr(ns, "rdzv_conf", None) or None,

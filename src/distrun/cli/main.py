@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "export": "launch files for slurm, accelerate, deepspeed, k8s or shell, from one plan",
     "monitor": "a live view of a job: ranks, devices, progress, stalls (--json, --metrics-port)",
     "report": "an HTML report of a run: loss, throughput, device use, events",
+    "estimate": "memory per device before launch: model states, and whether they fit",
 }
 
 USAGE_TEXT = "usage: distrun COMMAND [ARGS...]\n\ncommands:\n" + "\n".join(

@@ -85,6 +85,8 @@ class Request:
     backend: str | None = None
     global_batch_size: int | None = None
     per_device_batch_size: int | None = None
+    preset: str | None = None
+    train_config: str | None = None
     module: bool = False
     no_python: bool = False
     rdzv_conf: str | None = None

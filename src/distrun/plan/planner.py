@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from distrun.accelerators.inventory import NodeInventory
 from distrun.accelerators.vendors import VENDORS
 from distrun.errors import UsageError
+from distrun.model.batch import batch_env
 from distrun.model.invocation import (
     DEFAULT_PORT,
     TORCHRUN_DEFAULT_ID,
@@ -90,6 +91,9 @@ def build(req: Request, nodes: Sequence[NodeInventory]) -> LaunchPlan:
     vendor = VENDORS[nodes[0].vendor]
     backend = req.backend or vendor.backend
     node_plans = [_node_plan(k, inv, topo, req) for k, inv in enumerate(node_invs)]
+    env = {**_job_env(nodes[0], topo),
+           **batch_env(req.global_batch_size, req.per_device_batch_size,
+                       count * topo.nproc, req.preset, req.train_config)}
     return LaunchPlan(
         world_size=count * topo.nproc,
         backend=backend,
@@ -103,7 +107,7 @@ def build(req: Request, nodes: Sequence[NodeInventory]) -> LaunchPlan:
         nproc_per_node=topo.nproc,
         rdzv_backend=topo.rdzv_backend,
         rdzv_endpoint=topo.rdzv_endpoint,
-        env=_job_env(nodes[0], topo),
+        env=env,
         script=req.script,
         script_args=list(req.script_args),
     )
