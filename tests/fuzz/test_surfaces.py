@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from distrun.accelerators.inventory import DEVICES_PER_NODE_MAX, NODES_MAX, parse_declared
+from distrun.accelerators.inventory import parse_declared
+from distrun.accelerators.vendors import DEVICES_PER_NODE_MAX, NODES_MAX
 from distrun.errors import UsageError
 from tests.fuzz.harness import call_main
 

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from types import ModuleType
 
 from distrun.accelerators.sessions import NVML, session
-from distrun.accelerators.vendors import EXTENSION_ORDER, KNOWN_BACKENDS, SHARED_DEVICE_TYPES, VENDORS
+from distrun.accelerators.vendors import (
+    EXTENSION_ORDER,
+    KNOWN_BACKENDS,
+    SHARED_DEVICE_TYPES,
+    VENDORS,
+    declared_shape,
+)
 from distrun.errors import DistrunError
 from distrun.runtime.errors import InitError
 
@@ -57,15 +63,13 @@ def declared_count(env: Mapping[str, str]) -> tuple[str, int] | None:
     text = env.get(INVENTORY_VAR)
     if not text:
         return None
-    from distrun.accelerators.inventory import parse_declared
-
     try:
-        node = parse_declared(text)[0]
+        shape = declared_shape(text)
     except DistrunError as err:
         raise InitError(f"{INVENTORY_VAR}={text!r}: {err.seen}", err.expected,
                         f"set {INVENTORY_VAR} to NODESxDEVICESxMODEL, e.g. 1x8xgcu, or unset "
                         "it") from None
-    return node.info.torch_device, node.count
+    return shape.vendor.torch_device, shape.devices
 
 
 def device_count(device_type: str, env: Mapping[str, str] | None = None) -> int:
