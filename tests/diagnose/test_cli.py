@@ -20,9 +20,10 @@ def test_human_output_names_cause_rank_evidence_and_fix(capsys: pytest.CaptureFi
     case = CORPUS / "memory" / "oom-rank1-others-timeout.log"
     assert main([str(case)]) == 0
     out = capsys.readouterr().out
-    assert "Root cause: Device out of memory (CUDA OOM) [cuda-out-of-memory]" in out
+    assert "Root cause: Device out of memory (OOM on the accelerator) [cuda-out-of-memory]" in out
     assert "where: rank 1" in out
-    assert f"{case}:4  [rank1]: torch.OutOfMemoryError: CUDA out of memory." in out
+    assert f"{case}:4  torch.OutOfMemoryError: CUDA out of memory." in out
+    assert "confidence: high" in out
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in out
     assert "rank 0: collective-timeout" in out
 

@@ -119,7 +119,8 @@ def test_error_json_is_read_with_its_rank(tmp_path: Path) -> None:
 
 def test_empty_dir_gives_empty_causes(tmp_path: Path) -> None:
     result = diagnose([tmp_path])
-    assert to_json(result) == {"causes": [], "unrecognised": [], "failed_ranks": []}
+    assert to_json(result) == {"verdict": "nothing-failed", "confidence": None, "causes": [],
+                               "unrecognised": [], "failed_ranks": []}
     assert not result.failed
 
 

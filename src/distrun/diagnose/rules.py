@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,68 +31,117 @@ RANK_CONTEXT_ID = "rank-context"
 # Lines that look like an error but match no rule: the "no known cause" evidence.
 GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
 # torchelastic's failure summary names the rank on its own line before the cause.
-RANK_CONTEXT_PATTERNS = ("  rank      : [0-9]+ \\(local_rank",)
+RANK_CONTEXT_PATTERNS = ("rank      : [0-9]+ \\(local_rank",)
 
 _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
 _MIN_KEY = 4
 _MAX_KEY = 12
+_KINDS = ("primary", "secondary")
+_FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "explanation", "fix", "docs"}
 
 
-class Rule(BaseModel):
-    """One signature -> cause rule, as written in ``rules.toml``."""
+class RuleError(ValueError):
+    """The rule file is malformed (the message names the rule and the field)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^[a-z0-9-]+$")
+@dataclass(frozen=True)
+class Rule:
+    """One signature -> cause rule, as written in ``rules.toml``.
+
+    ``patterns`` are strong signatures (a match alone is good evidence);
+    ``weak`` ones are wordings that also appear in other failures, so a cause
+    found only through them is reported with low confidence.
+    """
+
+    id: str
     title: str
     category: str
-    kind: Literal["primary", "secondary"]
-    patterns: tuple[str, ...] = Field(min_length=1)
+    kind: str
+    patterns: tuple[str, ...]
     explanation: str
-    fix: tuple[str, ...] = Field(min_length=1)
-    docs: tuple[str, ...] = Field(min_length=1)
+    fix: tuple[str, ...]
+    docs: tuple[str, ...]
+    weak: tuple[str, ...] = ()
 
-    @field_validator("patterns")
     @classmethod
-    def _portable(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in patterns:
-            check_pattern(pattern)
-        return patterns
+    def from_table(cls, table: dict[str, Any]) -> Rule:
+        name = str(table.get("id", "?"))
+        unknown = set(table) - _FIELDS
+        if unknown:
+            raise RuleError(f"rule {name}: unknown field(s) {', '.join(sorted(unknown))}")
+        try:
+            rule = cls(
+                id=_text(table, "id"), title=_text(table, "title"),
+                category=_text(table, "category"), kind=_text(table, "kind"),
+                patterns=_texts(table, "patterns"), explanation=_text(table, "explanation"),
+                fix=_texts(table, "fix"), docs=_texts(table, "docs"),
+                weak=_texts(table, "weak", required=False),
+            )
+        except (KeyError, TypeError) as err:
+            raise RuleError(f"rule {name}: {err}") from err
+        rule.validate()
+        return rule
 
-    @field_validator("docs")
-    @classmethod
-    def _links(cls, docs: tuple[str, ...]) -> tuple[str, ...]:
-        for link in docs:
+    def validate(self) -> None:
+        if not re.fullmatch(r"[a-z0-9-]+", self.id):
+            raise RuleError(f"rule id {self.id!r} is not lower-case letters, digits and dashes")
+        if self.kind not in _KINDS:
+            raise RuleError(f"rule {self.id}: kind {self.kind!r} is not one of {_KINDS}")
+        for pattern in self.patterns + self.weak:
+            try:
+                check_pattern(pattern)
+            except ValueError as err:
+                raise RuleError(f"rule {self.id}: {err}") from err
+        for link in self.docs:
             if not link.startswith("https://"):
-                raise ValueError(f"doc link {link!r} is not an https URL")
-        return docs
+                raise RuleError(f"rule {self.id}: doc link {link!r} is not an https URL")
 
 
-class RuleSet(BaseModel):
+def _text(table: dict[str, Any], key: str) -> str:
+    value = table[key]
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{key} must be a non-empty string")
+    return value
+
+
+def _texts(table: dict[str, Any], key: str, required: bool = True) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{key} must be a list of strings")
+    if required and not value:
+        raise TypeError(f"{key} must not be empty")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class RuleSet:
     """All rules, in file order (the first matching rule wins a line)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    rule: tuple[Rule, ...]
 
-    rule: tuple[Rule, ...] = Field(min_length=1)
-
-    @field_validator("rule")
-    @classmethod
-    def _unique(cls, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
-        ids = [r.id for r in rules]
+    def __post_init__(self) -> None:
+        if not self.rule:
+            raise RuleError("a rule set needs at least one rule")
+        ids = [r.id for r in self.rule]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
-            raise ValueError(f"duplicate rule ids: {', '.join(dupes)}")
-        return rules
+            raise RuleError(f"duplicate rule ids: {', '.join(dupes)}")
+        object.__setattr__(self, "_by_id", {r.id: r for r in self.rule})
+
+    @classmethod
+    def from_toml(cls, data: dict[str, Any]) -> RuleSet:
+        tables = data.get("rule")
+        if not isinstance(tables, list):
+            raise RuleError("the rule file has no [[rule]] tables")
+        return cls(tuple(Rule.from_table(t) for t in tables))
 
     def by_id(self, rule_id: str) -> Rule:
-        for rule in self.rule:
-            if rule.id == rule_id:
-                return rule
-        raise KeyError(rule_id)
+        found: dict[str, Rule] = self.__dict__["_by_id"]
+        return found[rule_id]
 
     def all_patterns(self) -> list[str]:
         """Every pattern the engine matches, rules first (the grep -f list)."""
-        own = [p for r in self.rule for p in r.patterns]
+        own = [p for r in self.rule for p in r.patterns + r.weak]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS)
 
 
@@ -204,10 +252,10 @@ def load_rules(text: str | None = None) -> RuleSet:
     """Parse and validate a rule set; the packaged ``rules.toml`` by default."""
     if text is None:
         return default_rules()
-    return RuleSet.model_validate(tomllib.loads(text))
+    return RuleSet.from_toml(tomllib.loads(text))
 
 
 @cache
 def default_rules() -> RuleSet:
-    text = resources.files("distrun.diagnose").joinpath("rules.toml").read_text("utf-8")
-    return RuleSet.model_validate(tomllib.loads(text))
+    text = (Path(__file__).parent / "rules.toml").read_text("utf-8")
+    return RuleSet.from_toml(tomllib.loads(text))
