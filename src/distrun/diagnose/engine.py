@@ -31,6 +31,7 @@ from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
 from distrun.diagnose.rules import (
+    CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     RANK_CONTEXT_ID,
     Rule,
@@ -50,6 +51,7 @@ from distrun.diagnose.sources import (
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
+CONTEXT_LINES = 60  # a traceback frame this far above an error is part of its stack
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
@@ -136,7 +138,7 @@ def place(raw: list[RawHit], file_rank: int | None, name: str, rules: RuleSet) -
         if item.rule_id == RANK_CONTEXT_ID:
             context = rank_in_text(item.text)
             continue
-        jax = item.rule_id != GENERIC_ERROR_ID and rules.by_id(item.rule_id).category == "jax"
+        jax = item.rule_id in rules.ids() and rules.by_id(item.rule_id).category == "jax"
         rank = item.rank
         if rank is None:
             rank = rank_in_text(item.text, jax)
@@ -188,7 +190,7 @@ def _stall_hits(info: RunInfo) -> list[Hit]:
     """distrun's own stall verdict (the watcher's ``stall_verdict`` event)."""
     if not info.stalls or info.events_path is None:
         return []
-    stall = info.stalls[0]
+    stall = next((s for s in info.stalls if s.verdict), info.stalls[0])
     rank = stall.ranks[0] if stall.ranks else None
     return [Hit(STALL_RULE, rank, stall.time, str(info.events_path), stall.line, stall.message)]
 
@@ -201,7 +203,7 @@ def decide(
     files: int = 0,
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
-    hits = sorted(hits, key=Hit.key)
+    hits = refine(sorted(hits, key=Hit.key), rules)
     generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], hits)
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
@@ -218,6 +220,22 @@ def decide(
         causes = (replace(causes[0], confidence="medium", note=note), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
     return Diagnosis((), tuple(generic[:MAX_UNRECOGNISED]), failed_exits, files)
+
+
+def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
+    """Context hits (frames) turn a cause just after them into the rule that refines it."""
+    context = [h for h in hits if h.rule_id.startswith(CONTEXT_PREFIX)]
+    rest = [h for h in hits if not h.rule_id.startswith(CONTEXT_PREFIX)]
+    if not context:
+        return rest
+    refined: list[Hit] = []
+    for hit in rest:
+        better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
+                       if c.file == hit.file and 0 <= hit.line - c.line <= CONTEXT_LINES
+                       and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
+                      None)
+        refined.append(replace(hit, rule_id=better) if better and hit.strong else hit)
+    return refined
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:

@@ -28,6 +28,7 @@ from typing import BinaryIO
 from distrun.diagnose.linefind import make_finder
 from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
 from distrun.diagnose.rules import (
+    CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
     RANK_CONTEXT_ID,
@@ -78,10 +79,13 @@ class Matcher:
         self.combined = _alternation(patterns)
         strong = [(r.id, _alternation(r.patterns), True) for r in rules.rule]
         weak = [(r.id, _alternation(r.weak), False) for r in rules.rule if r.weak]
+        context = [(CONTEXT_PREFIX + r.id, _alternation(r.context), False)
+                   for r in rules.rule if r.context]
         self._attribution = [
             *strong,
             (RANK_CONTEXT_ID, _alternation(RANK_CONTEXT_PATTERNS), True),
             *weak,
+            *context,
             (GENERIC_ERROR_ID, _alternation(GENERIC_ERROR_PATTERNS), True),
         ]
 
@@ -162,7 +166,7 @@ class Matcher:
             if _is_rule(hits.get(index)) or _is_rule(hits.get(index + 1)):
                 continue
             found = self.classify(pairs[index])
-            if found is not None and found[0] not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID):
+            if found is not None and _names_a_cause(found[0]):
                 entry = entries[index]
                 joined = Logical(pairs[index], entry.logical.rank, entry.logical.node)
                 hits[index] = _hit(found, entry.line, entry.time, joined)
@@ -186,8 +190,13 @@ def _entries(text: str) -> list[_Entry]:
     return entries
 
 
+def _names_a_cause(rule_id: str) -> bool:
+    return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID) and not rule_id.startswith(
+        CONTEXT_PREFIX)
+
+
 def _is_rule(hit: RawHit | None) -> bool:
-    return hit is not None and hit.rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID)
+    return hit is not None and _names_a_cause(hit.rule_id)
 
 
 def _hit(found: tuple[str, bool], line: int, when: float | None, logical: Logical) -> RawHit:

@@ -37,7 +37,9 @@ _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
 _MIN_KEY = 4
 _MAX_KEY = 12
 _KINDS = ("primary", "secondary")
-_FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "explanation", "fix", "docs"}
+_FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "context", "refines",
+           "explanation", "fix", "docs"}
+CONTEXT_PREFIX = "context:"
 
 
 class RuleError(ValueError):
@@ -50,7 +52,10 @@ class Rule:
 
     ``patterns`` are strong signatures (a match alone is good evidence);
     ``weak`` ones are wordings that also appear in other failures, so a cause
-    found only through them is reported with low confidence.
+    found only through them is reported with low confidence. ``context``
+    patterns (traceback frames) never name a cause alone: they turn a nearby
+    cause of a rule in ``refines`` into this rule (a CUDA-unavailable error
+    raised inside MMEngine's init_dist is the framework's CUDA-only init).
     """
 
     id: str
@@ -62,6 +67,8 @@ class Rule:
     fix: tuple[str, ...]
     docs: tuple[str, ...]
     weak: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    refines: tuple[str, ...] = ()
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> Rule:
@@ -76,6 +83,8 @@ class Rule:
                 patterns=_texts(table, "patterns"), explanation=_text(table, "explanation"),
                 fix=_texts(table, "fix"), docs=_texts(table, "docs"),
                 weak=_texts(table, "weak", required=False),
+                context=_texts(table, "context", required=False),
+                refines=_texts(table, "refines", required=False),
             )
         except (KeyError, TypeError) as err:
             raise RuleError(f"rule {name}: {err}") from err
@@ -87,7 +96,9 @@ class Rule:
             raise RuleError(f"rule id {self.id!r} is not lower-case letters, digits and dashes")
         if self.kind not in _KINDS:
             raise RuleError(f"rule {self.id}: kind {self.kind!r} is not one of {_KINDS}")
-        for pattern in self.patterns + self.weak:
+        if bool(self.context) != bool(self.refines):
+            raise RuleError(f"rule {self.id}: context and refines go together")
+        for pattern in self.patterns + self.weak + self.context:
             try:
                 check_pattern(pattern)
             except ValueError as err:
@@ -126,6 +137,9 @@ class RuleSet:
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise RuleError(f"duplicate rule ids: {', '.join(dupes)}")
+        unknown = {x for r in self.rule for x in r.refines} - set(ids)
+        if unknown:
+            raise RuleError(f"refines names unknown rule(s): {', '.join(sorted(unknown))}")
         object.__setattr__(self, "_by_id", {r.id: r for r in self.rule})
 
     @classmethod
@@ -135,13 +149,18 @@ class RuleSet:
             raise RuleError("the rule file has no [[rule]] tables")
         return cls(tuple(Rule.from_table(t) for t in tables))
 
+    def ids(self) -> dict[str, Rule]:
+        """Rule id -> rule."""
+        found: dict[str, Rule] = self.__dict__["_by_id"]
+        return found
+
     def by_id(self, rule_id: str) -> Rule:
         found: dict[str, Rule] = self.__dict__["_by_id"]
         return found[rule_id]
 
     def all_patterns(self) -> list[str]:
         """Every pattern the engine matches, rules first (the grep -f list)."""
-        own = [p for r in self.rule for p in r.patterns + r.weak]
+        own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS)
 
 

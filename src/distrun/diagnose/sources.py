@@ -68,6 +68,7 @@ class StallEvent:
     message: str
     time: float | None
     line: int
+    verdict: bool = True  # False: one rank's ``stalled`` event
 
 
 @dataclass
@@ -209,7 +210,7 @@ def _apply_stall(event: dict[str, Any], name: str, when: float | None, number: i
     raw = event.get("ranks") if name == "stall_verdict" else [event.get("rank")]
     ranks = tuple(int(r) for r in (raw or []) if isinstance(r, int | str) and str(r).isdigit())
     message = str(event.get("message") or f"rank(s) {', '.join(map(str, ranks))} stalled")
-    info.stalls.append(StallEvent(ranks, message, when, number))
+    info.stalls.append(StallEvent(ranks, message, when, number, name == "stall_verdict"))
 
 
 @dataclass(frozen=True)
