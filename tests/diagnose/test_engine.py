@@ -152,6 +152,7 @@ def test_lines_split_across_chunks_are_found(tmp_path: Path, monkeypatch: object
     filler = "".join(f"step {i} loss 1.0\n" for i in range(5000))
     log.write_text(filler + "RuntimeError: CUDA error: invalid device ordinal\n" + filler)
     monkeypatch.setattr(matcher, "CHUNK_BYTES", 4096)  # type: ignore[attr-defined]
+    monkeypatch.setattr(matcher, "SMALL_BYTES", 1000)  # type: ignore[attr-defined]
     evidence = to_json(diagnose([log]))["causes"][0]["evidence"][0]
     assert evidence["line"] == 5001
 

@@ -7,8 +7,11 @@ Three stages, none of which loops over the rules for every line:
    Python regex of the literal keys every pattern contains;
 2. the candidate line is normalised (:mod:`distrun.diagnose.normalize`):
    timestamp, ANSI codes and launcher prefixes off, literal ``\\n`` pastes split;
-3. the *combined* regex (all full patterns in one alternation) on each logical
-   line, then per-rule attribution: strong patterns first, weak ones after.
+3. attribution of each logical line to one rule: with Hyperscan, the ids of
+   the patterns that match the line (no Python regex is compiled at all);
+   without it, one Python alternation per group. Groups in order: strong
+   signatures (file order), the rank context, weak wordings, context frames,
+   generic error lines.
 
 Small files (pasted excerpts, up to ``SMALL_BYTES``) are normalised whole
 first, and each pair of adjacent logical lines is matched joined as well, so a
@@ -25,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from distrun.diagnose.linefind import make_finder
+from distrun.diagnose.linefind import HyperscanFinder, make_finder
 from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
 from distrun.diagnose.rules import (
     CONTEXT_PREFIX,
@@ -73,30 +76,38 @@ class Matcher:
     def __init__(self, rules: RuleSet, fast: bool = True) -> None:
         """``fast=False`` forces the pure-Python line finder."""
         self.rules = rules
-        patterns = rules.all_patterns()
-        self.keys = keys_for(patterns)
-        self.finder = make_finder(patterns, self.keys, fast)
-        self.combined = _alternation(patterns)
-        strong = [(r.id, _alternation(r.patterns), True) for r in rules.rule]
-        weak = [(r.id, _alternation(r.weak), False) for r in rules.rule if r.weak]
-        context = [(CONTEXT_PREFIX + r.id, _alternation(r.context), False)
-                   for r in rules.rule if r.context]
-        self._attribution = [
-            *strong,
-            (RANK_CONTEXT_ID, _alternation(RANK_CONTEXT_PATTERNS), True),
-            *weak,
-            *context,
-            (GENERIC_ERROR_ID, _alternation(GENERIC_ERROR_PATTERNS), True),
+        self._groups = attribution_groups(rules)
+        patterns = [p for _, _, group in self._groups for p in group]
+        self._owner: list[tuple[int, str, bool]] = [
+            (order, rule_id, strong)
+            for order, (rule_id, strong, group) in enumerate(self._groups)
+            for _ in group
         ]
+        self.finder = make_finder(patterns, lambda: keys_for(patterns), fast)
+        self._hs = self.finder if isinstance(self.finder, HyperscanFinder) else None
+        self._regexes: list[tuple[str, re.Pattern[str], bool]] | None = None
 
     def classify(self, text: str) -> tuple[str, bool] | None:
-        """(rule id, strong) of the first rule that matches ``text``; None: no match."""
-        if not self.combined.search(text):
-            return None
-        for rule_id, regex, strong in self._attribution:
+        """(rule id, strong) of the first rule that matches ``text``; None: no match.
+
+        "First" in attribution order: strong signatures (file order), the rank
+        context, weak wordings, context frames, generic error lines.
+        """
+        if self._hs is not None:
+            ids = self._hs.matching(text.encode("utf-8", "replace"))
+            if not ids:
+                return None
+            _, rule_id, strong = min(self._owner[i] for i in ids)
+            return rule_id, strong
+        for rule_id, regex, strong in self._python_regexes():
             if regex.search(text):
                 return rule_id, strong
-        return None  # pragma: no cover - combined matched, so one rule does
+        return None
+
+    def _python_regexes(self) -> list[tuple[str, re.Pattern[str], bool]]:
+        if self._regexes is None:
+            self._regexes = [(i, _alternation(g), s) for i, s, g in self._groups]
+        return self._regexes
 
     def scan_lines(self, lines: Iterable[str], first_line: int = 1) -> Iterator[RawHit]:
         """Match already-split text lines (small inputs: error files, events)."""
@@ -112,37 +123,50 @@ class Matcher:
         yield from self._scan_chunks(head, stream)
 
     def _scan_chunks(self, head: bytes, stream: BinaryIO) -> Iterator[RawHit]:
-        carry, line_base, skipping = b"", 1, False
-        block = head
-        while block:
-            if skipping:  # the rest of an over-long line
-                newline = block.find(b"\n")
-                if newline < 0:
-                    block = stream.read(CHUNK_BYTES)
-                    continue
-                block, skipping, line_base = block[newline + 1 :], False, line_base + 1
-            buf = carry + block
-            cut = buf.rfind(b"\n") + 1
-            yield from self._scan_region(buf, cut, line_base)
-            line_base += buf.count(b"\n", 0, cut)
-            carry = buf[cut:]
-            if len(carry) > _MAX_LINE_BYTES:
-                yield from self._scan_region(carry[:_MAX_LINE_BYTES] + b"\n", -1, line_base)
-                carry, skipping = b"", True
-            block = stream.read(CHUNK_BYTES)
-        if carry and not skipping:
-            yield from self._scan_region(carry + b"\n", len(carry) + 1, line_base)
+        """Whole lines of each chunk, read into one reused buffer (no copy per chunk).
 
-    def _scan_region(self, data: bytes, size: int, line_base: int) -> Iterator[RawHit]:
-        """``data[:size]`` (all of it for -1) holds whole lines; yield the matching ones."""
+        The buffer holds the unfinished last line of the previous chunk (at most
+        ``_MAX_LINE_BYTES``: longer lines are cut there and their rest skipped)
+        followed by the next chunk.
+        """
+        buf = bytearray(max(CHUNK_BYTES, len(head)) + _MAX_LINE_BYTES + 1)
+        view = memoryview(buf)
+        buf[: len(head)] = head
+        filled, carry, line_base, skipping = len(head), 0, 1, False
+        while filled > carry:
+            start = 0
+            if skipping:  # the rest of an over-long line
+                newline = buf.find(b"\n", 0, filled)
+                skipping = newline < 0
+                start = filled if skipping else newline + 1
+                line_base += 0 if skipping else 1
+            cut = buf.rfind(b"\n", start, filled) + 1
+            if cut > start:
+                yield from self._scan_region(buf, start, cut, line_base)
+                line_base += buf.count(b"\n", start, cut)
+            else:
+                cut = start
+            carry = filled - cut
+            if carry > _MAX_LINE_BYTES:
+                yield from self._scan_region(bytes(buf[cut : cut + _MAX_LINE_BYTES]) + b"\n", 0, -1,
+                                             line_base)
+                carry, skipping = 0, True
+            buf[:carry] = buf[filled - carry : filled]
+            filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
+        if carry and not skipping:
+            yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base)
+
+    def _scan_region(self, data: bytes | bytearray, begin: int, size: int,
+                     line_base: int) -> Iterator[RawHit]:
+        """``data[begin:size]`` (to the end for -1) holds whole lines; yield the matching ones."""
         size = len(data) if size < 0 else size
-        counted = 0
+        counted = begin
         line = line_base
-        for start, end in self.finder.line_spans(data, size):
+        for start, end in self.finder.line_spans(data, begin, size):
             line += data.count(b"\n", counted, start)
             counted = start
             stop = min(end, start + _MAX_LINE_BYTES)
-            yield from self._match_raw(data[start:stop].decode("utf-8", "replace"), line)
+            yield from self._match_raw(bytes(data[start:stop]).decode("utf-8", "replace"), line)
 
     def _match_raw(self, raw: str, number: int) -> Iterator[RawHit]:
         when, rest = parse_time(raw.rstrip("\r"))
@@ -176,10 +200,20 @@ class Matcher:
         """Indices of the texts the line finder picks."""
         data = ("\n".join(texts) + "\n").encode("utf-8", "replace")
         counted, index = 0, 0
-        for start, _end in self.finder.line_spans(data, len(data)):
+        for start, _end in self.finder.line_spans(data, 0, len(data)):
             index += data.count(b"\n", counted, start)
             counted = start
             yield index
+
+
+def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
+    """(rule id, strong, patterns) in the order that decides which rule a line belongs to."""
+    groups = [(r.id, True, r.patterns) for r in rules.rule]
+    groups.append((RANK_CONTEXT_ID, True, RANK_CONTEXT_PATTERNS))
+    groups.extend((r.id, False, r.weak) for r in rules.rule if r.weak)
+    groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)
+    groups.append((GENERIC_ERROR_ID, True, GENERIC_ERROR_PATTERNS))
+    return groups
 
 
 def _entries(text: str) -> list[_Entry]:
