@@ -27,10 +27,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
+
+from distrun.diagnose import cache
 
 try:
     import hyperscan as _hs
@@ -98,12 +99,11 @@ class HyperscanFinder:
     def __init__(self, patterns: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
         if _hs is None:
             raise ImportError("hyperscan is not installed")
-        cache = _cache_file(patterns, os.environ if environ is None else environ)
-        self._db: Any = _load(cache) if cache is not None else None
+        cache_path = _cache_file(patterns, os.environ if environ is None else environ)
+        self._db: Any = _load(cache_path) if cache_path is not None else None
         if self._db is None:
             self._db = _compile(patterns)
-            if cache is not None:
-                _store(cache, _hs.dumpb(self._db))
+            cache.store(cache_path, _hs.dumpb(self._db))
 
     def matching(self, text: bytes) -> set[int]:
         """The ids (indices) of the patterns that match ``text`` (one line)."""
@@ -140,46 +140,23 @@ def _compile(patterns: Sequence[str]) -> Any:
     return db
 
 
-def cache_dir(environ: Mapping[str, str]) -> Path | None:
-    """Where compiled databases are kept (None: no usable location)."""
-    if environ.get("DISTRUN_CACHE_DIR"):
-        return Path(environ["DISTRUN_CACHE_DIR"])
-    if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"]) / "distrun"
-    home = environ.get("HOME")
-    return Path(home) / ".cache" / "distrun" if home else None
-
-
 def _cache_file(patterns: Sequence[str], environ: Mapping[str, str]) -> Path | None:
-    folder = cache_dir(environ)
-    if folder is None or environ.get("DISTRUN_NO_CACHE"):
-        return None
     digest = hashlib.sha256("\0".join(patterns).encode())
     digest.update(str(getattr(_hs, "__version__", "")).encode())
-    return folder / f"diagnose-{digest.hexdigest()[:24]}.hsdb"
+    return cache.cache_file(f"diagnose-{digest.hexdigest()[:24]}.hsdb", environ)
 
 
 def _load(path: Path) -> Any:
     assert _hs is not None
+    data = cache.read(path)
+    if data is None:
+        return None
     try:
-        with open(path, "rb") as stream:
-            db = _hs.loadb(stream.read(), _hs.HS_MODE_BLOCK)
+        db = _hs.loadb(data, _hs.HS_MODE_BLOCK)
         db.scratch = _hs.Scratch(db)
-    except (OSError, _hs.error):
+    except _hs.error:
         return None
     return db
-
-
-def _store(path: Path, data: bytes) -> None:
-    """Write atomically (a private temporary file, then rename); failures only cost speed."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".hsdb-")
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except OSError:
-        return
 
 
 def _lines_of(data: bytes | bytearray, ends: list[int]) -> Iterator[tuple[int, int]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from io import BufferedIOBase
 
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
 from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
@@ -114,7 +114,7 @@ class Matcher:
         for number, text in enumerate(lines, start=first_line):
             yield from self._match_raw(text, number)
 
-    def scan_stream(self, stream: BinaryIO) -> Iterator[RawHit]:
+    def scan_stream(self, stream: BufferedIOBase) -> Iterator[RawHit]:
         """Match a binary stream; small inputs whole (wrapped lines joined), big ones by chunk."""
         head = stream.read(SMALL_BYTES + 1)
         if len(head) <= SMALL_BYTES:
@@ -122,7 +122,7 @@ class Matcher:
             return
         yield from self._scan_chunks(head, stream)
 
-    def _scan_chunks(self, head: bytes, stream: BinaryIO) -> Iterator[RawHit]:
+    def _scan_chunks(self, head: bytes, stream: BufferedIOBase) -> Iterator[RawHit]:
         """Whole lines of each chunk, read into one reused buffer (no copy per chunk).
 
         The buffer holds the unfinished last line of the previous chunk (at most

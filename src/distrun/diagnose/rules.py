@@ -12,6 +12,8 @@ full pattern only on the lines that hold a key.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 from collections.abc import Sequence
@@ -20,10 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from distrun.diagnose import cache as disk_cache
 
 GENERIC_ERROR_ID = "unrecognised-error"
 RANK_CONTEXT_ID = "rank-context"
@@ -271,11 +270,20 @@ def keys_for(patterns: Sequence[str]) -> list[str]:
     return sorted(kept)
 
 
+def _parse_toml(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
+
+
 def load_rules(text: str | None = None) -> RuleSet:
     """Parse and validate a rule set; the packaged ``rules.toml`` by default."""
     if text is None:
         return default_rules()
-    return RuleSet.from_toml(tomllib.loads(text))
+    return RuleSet.from_toml(_parse_toml(text))
 
 
 RULES_FILE = Path(__file__).parent / "rules.toml"
@@ -283,5 +291,20 @@ RULES_FILE = Path(__file__).parent / "rules.toml"
 
 @cache
 def default_rules() -> RuleSet:
-    """The packaged rules; their patterns are checked by the test suite, not at every start."""
-    return RuleSet.from_toml(tomllib.loads(RULES_FILE.read_text("utf-8")), check=False)
+    """The packaged rules; their patterns are checked by the test suite, not at every start.
+
+    The parsed file is cached as JSON (parsing TOML is most of diagnose's start-up).
+    """
+    raw = RULES_FILE.read_bytes()
+    path = disk_cache.cache_file(f"rules-{hashlib.sha256(raw).hexdigest()[:24]}.json")
+    cached = disk_cache.read(path)
+    data: Any = None
+    if cached is not None:
+        try:
+            data = json.loads(cached)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict):
+        data = _parse_toml(raw.decode("utf-8"))
+        disk_cache.store(path, json.dumps(data).encode())
+    return RuleSet.from_toml(data, check=False)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
 SNIFF_BYTES = 64 * 1024
@@ -264,7 +264,7 @@ def check_path(path: Path) -> None:
                          "pass the text log the job wrote (stdout/stderr, logs/rank-<R>.log)")
 
 
-def open_log(path: Path) -> BinaryIO:
+def open_log(path: Path) -> io.BufferedIOBase:
     """The file as UTF-8 bytes: UTF-16 logs (Windows PowerShell redirects) are re-encoded."""
     stream = path.open("rb")
     if stream.read(2) not in _UTF16_BOMS:
