@@ -28,7 +28,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CORPUS = Path(__file__).parent / "corpus"
-LABELS = tomllib.loads((CORPUS / "labels.toml").read_text("utf-8"))["case"]
+# labels.toml, plus labels-<part>.toml files that corpus contributors add alongside it.
+LABELS: dict[str, dict[str, object]] = {
+    case: label
+    for path in sorted(CORPUS.glob("labels*.toml"))
+    for case, label in tomllib.loads(path.read_text("utf-8")).get("case", {}).items()
+}
 HELDOUT_MIN_CASES = 30
 HELDOUT_MIN_ACCURACY = 0.90
 # Rules with no public case: distrun's own stall record exists only in run directories
