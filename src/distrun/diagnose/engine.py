@@ -21,6 +21,7 @@ cause matched only by a weak wording.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -51,7 +52,7 @@ from distrun.diagnose.sources import (
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
-CONTEXT_LINES = 60  # a traceback frame this far above an error is part of its stack
+CONTEXT_LINES = 200  # a frame or job-script line this far above an error is its context
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
@@ -204,14 +205,15 @@ def decide(
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
     hits = refine(sorted(hits, key=Hit.key), rules)
-    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], hits)
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
     primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
+    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], primary)
     primary = sorted(primary + mismatch_hits(secondary), key=lambda h: (not h.strong, h.key()))
     if primary:
         before = tuple(g for g in generic if g.key() < primary[0].key())[:MAX_UNRECOGNISED]
-        causes = _causes(primary, secondary, rules, info, bool(before))
+        causes = _with_summary_rank(_causes(primary, secondary, rules, info, bool(before)),
+                                    secondary, rules)
         return Diagnosis(causes, before, failed_exits, files)
     if secondary and not (generic and generic[0].key() < secondary[0].key()):
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
@@ -219,23 +221,55 @@ def decide(
         note = where_to_look(secondary, info)
         causes = (replace(causes[0], confidence="medium", note=note), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
-    return Diagnosis((), tuple(generic[:MAX_UNRECOGNISED]), failed_exits, files)
+    unknown = tuple(generic[:MAX_UNRECOGNISED])
+    named = _summary_rank(secondary, rules)
+    if unknown and unknown[0].rank is None and named is not None:
+        unknown = (replace(unknown[0], rank=named), *unknown[1:])
+    return Diagnosis((), unknown, failed_exits, files)
+
+
+def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
+    """The rank the launcher's failure summary names (the first failure)."""
+    return next((h.rank for h in secondary
+                 if h.rank is not None and rules.by_id(h.rule_id).category == "launcher"), None)
 
 
 def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
     """Context hits (frames) turn a cause just after them into the rule that refines it."""
     context = [h for h in hits if h.rule_id.startswith(CONTEXT_PREFIX)]
     rest = [h for h in hits if not h.rule_id.startswith(CONTEXT_PREFIX)]
-    if not context:
-        return rest
     refined: list[Hit] = []
     for hit in rest:
         better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
                        if c.file == hit.file and 0 <= hit.line - c.line <= CONTEXT_LINES
                        and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
-                      None)
+                      None) or _refined_in_place(hit, rules)
         refined.append(replace(hit, rule_id=better) if better and hit.strong else hit)
     return refined
+
+
+def _refined_in_place(hit: Hit, rules: RuleSet) -> str | None:
+    """A rule whose context wording is on the cause's own line (``... on an npu machine``)."""
+    for rule in rules.rule:
+        if hit.rule_id in rule.refines and _context_regex(rule).search(hit.text):
+            return rule.id
+    return None
+
+
+@lru_cache(maxsize=64)
+def _context_regex(rule: Rule) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in rule.context))
+
+
+def _with_summary_rank(
+    causes: tuple[Cause, ...], secondary: list[Hit], rules: RuleSet
+) -> tuple[Cause, ...]:
+    """A root cause no line names a rank for takes the rank the launcher's summary names."""
+    root = causes[0]
+    if root.rank is not None:
+        return causes
+    named = _summary_rank(secondary, rules)
+    return causes if named is None else (replace(root, rank=named), *causes[1:])
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:
@@ -243,12 +277,15 @@ def _secondary_rank(hit: Hit, rules: RuleSet) -> int:
     return 1 if rules.by_id(hit.rule_id).category == "launcher" else 0
 
 
-def _uncovered(generic: list[Hit], hits: list[Hit]) -> list[Hit]:
-    """Unknown error lines not next to a known one in the same file."""
+def _uncovered(generic: list[Hit], primary: list[Hit]) -> list[Hit]:
+    """Unknown error lines not next to a known cause in the same file.
+
+    A consequence next to an unknown error does not explain it: the unknown
+    error may well be the cause the consequence points at.
+    """
     known: dict[str, list[int]] = {}
-    for hit in hits:
-        if hit.rule_id != GENERIC_ERROR_ID:
-            known.setdefault(hit.file, []).append(hit.line)
+    for hit in primary:
+        known.setdefault(hit.file, []).append(hit.line)
     return [
         g
         for g in generic

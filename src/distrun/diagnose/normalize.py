@@ -30,6 +30,8 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
     (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
     (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
+    (re.compile(r"\([\w.-]+ pid=\d+(?:, ip=[\d.]+)?\)\s?"), 0, 0),  # Ray actors (verl, vLLM)
+    (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
@@ -44,6 +46,10 @@ _IN_TEXT = (
     re.compile(r"\blocal_rank\s*:\s*(\d+)"),
     re.compile(r"\bRank (\d+)\b"),
     re.compile(r"\[rank(\d+)\]"),
+    re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
+    re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited) with"),  # torch.multiprocessing.spawn
+    re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
+    re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
 )
 # JAX names tasks and processes; only trusted on JAX lines (a pid is a "process" too).
 _JAX_IN_TEXT = (re.compile(r"/task:(\d+)"), re.compile(r"\b[Pp]rocess (\d{1,4})\b(?! closing)"))
@@ -97,7 +103,7 @@ def strip_prefixes(text: str) -> Logical:
             node = found.group(node_group)
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
-    return Logical(text[pos:].rstrip(), rank, node)
+    return Logical(text[pos:].rstrip().rstrip("`"), rank, node)
 
 
 def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:

@@ -30,7 +30,10 @@ RANK_CONTEXT_ID = "rank-context"
 # Lines that look like an error but match no rule: the "no known cause" evidence.
 GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
 # torchelastic's failure summary names the rank on its own line before the cause.
-RANK_CONTEXT_PATTERNS = ("rank      : [0-9]+ \\(local_rank",)
+RANK_CONTEXT_PATTERNS = (
+    "rank      : [0-9]+ \\(local_rank",
+    "Process [0-9]+ terminated with the following error",  # torch.multiprocessing.spawn
+)
 
 _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
 _MIN_KEY = 4
