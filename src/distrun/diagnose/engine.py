@@ -244,7 +244,7 @@ def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
                        if c.file == hit.file and 0 <= hit.line - c.line <= CONTEXT_LINES
                        and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
                       None) or _refined_in_place(hit, rules)
-        refined.append(replace(hit, rule_id=better) if better and hit.strong else hit)
+        refined.append(replace(hit, rule_id=better, derived=True) if better and hit.strong else hit)
     return refined
 
 
@@ -307,12 +307,17 @@ def _causes(
         node = node or next((h.node for h in group if h.node), None)
         after = _one_per_rank(consequences) if index == 0 else ()
         evidence = _evidence(group)
-        level = _confidence(group, doubt and index == 0)
+        rivals = index == 0 and any(
+            h.strong and not h.derived for g in list(groups.values())[1:] for h in g)
+        level = _confidence(group, index == 0 and (doubt or rivals))
         causes.append(Cause(rules.by_id(rule_id), rank, node, evidence, after, level))
     return tuple(causes)
 
 
 def _confidence(group: list[Hit], doubt: bool) -> str:
+    """low: weak wordings only; medium: in doubt (unknown errors first, another strong
+    cause in the same logs) or derived (inferred from dumps, the run record, a context
+    that refined it); high otherwise."""
     if not any(h.strong for h in group):
         return "low"
     if doubt or all(h.derived for h in group):
