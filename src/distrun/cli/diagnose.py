@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from distrun.diagnose import diagnose, write_json, write_text
-from distrun.diagnose.sources import InputError, check_path
+from distrun.diagnose.reading import InputError, check_path
 
 EXIT_FOUND_OR_CLEAN = 0
 EXIT_UNKNOWN_FAILURE = 1

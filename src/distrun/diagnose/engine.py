@@ -31,6 +31,7 @@ from distrun.diagnose.consequence import mismatch_hits, where_to_look
 from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
+from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
@@ -44,10 +45,10 @@ from distrun.diagnose.sources import (
     RankExit,
     RunInfo,
     iter_paths,
-    open_log,
     read_error_file,
     read_run_info,
 )
+from distrun.diagnose.stalls import StallEvent, read_stalls
 
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
@@ -105,7 +106,7 @@ def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     for log in files:
         hits.extend(_file_hits(log, matcher, info))
     hits.extend(_exit_hits(info))
-    hits.extend(_stall_hits(info))
+    hits.extend(_stall_hits(read_stalls(path_list)))
     hits = [replace(h, seq=i) for i, h in enumerate(hits)]
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
     return decide(hits, ruleset, info, failed_exits, len(files))
@@ -187,13 +188,13 @@ def _exit_hits(info: RunInfo) -> list[Hit]:
     return []
 
 
-def _stall_hits(info: RunInfo) -> list[Hit]:
-    """distrun's own stall verdict (the watcher's ``stall_verdict`` event)."""
-    if not info.stalls or info.events_path is None:
+def _stall_hits(stalls: list[StallEvent]) -> list[Hit]:
+    """distrun's own stall verdict (the watcher's ``stall_verdict``, else a culprit's ``stalled``)."""
+    if not stalls:
         return []
-    stall = next((s for s in info.stalls if s.verdict), info.stalls[0])
+    stall = next((s for s in stalls if s.verdict), stalls[0])
     rank = stall.ranks[0] if stall.ranks else None
-    return [Hit(STALL_RULE, rank, stall.time, str(info.events_path), stall.line, stall.message)]
+    return [Hit(STALL_RULE, rank, stall.time, str(stall.file), stall.line, stall.message)]
 
 
 def decide(

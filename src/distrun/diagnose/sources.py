@@ -10,10 +10,8 @@ Any other directory is searched for log files; any other file is a log.
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,16 +19,6 @@ from pathlib import Path
 from typing import Any
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
-SNIFF_BYTES = 64 * 1024
-UTF16_MAX_BYTES = 256 << 20
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-
-
-class InputError(ValueError):
-    """A path diagnose cannot read as logs: what it is, and the fix."""
-
-    def __init__(self, what: str, fix: str) -> None:
-        super().__init__(f"{what}; fix: {fix}")
 
 _RANK_FILE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TIME = re.compile(
@@ -60,17 +48,6 @@ class RankExit:
     text: str
 
 
-@dataclass(frozen=True)
-class StallEvent:
-    """A stall or lost node that distrun's own watcher recorded (``stall_verdict``)."""
-
-    ranks: tuple[int, ...]
-    message: str
-    time: float | None
-    line: int
-    verdict: bool = True  # False: one rank's ``stalled`` event
-
-
 @dataclass
 class RunInfo:
     """Facts about the run from plan.json and events.jsonl (empty for plain logs)."""
@@ -80,7 +57,6 @@ class RunInfo:
     local_ranks: dict[tuple[int, int], int] = field(default_factory=dict)  # (node, local) -> rank
     exits: list[RankExit] = field(default_factory=list)
     job_exitcode: int | None = None
-    stalls: list[StallEvent] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -198,19 +174,6 @@ def _apply_event(event: dict[str, Any], number: int, text: str, info: RunInfo) -
         info.exits.append(exit_)
     elif name == "job_finished":
         info.job_exitcode = int(event.get("exitcode") or 0)
-    elif name in ("stall_verdict", "stalled"):
-        _apply_stall(event, name, when, number, info)
-
-
-def _apply_stall(event: dict[str, Any], name: str, when: float | None, number: int,
-                 info: RunInfo) -> None:
-    """``stall_verdict`` names the culprits; ``stalled`` (one per rank) counts when it is alone."""
-    if name == "stalled" and not event.get("culprit", True):
-        return
-    raw = event.get("ranks") if name == "stall_verdict" else [event.get("rank")]
-    ranks = tuple(int(r) for r in (raw or []) if isinstance(r, int | str) and str(r).isdigit())
-    message = str(event.get("message") or f"rank(s) {', '.join(map(str, ranks))} stalled")
-    info.stalls.append(StallEvent(ranks, message, when, number, name == "stall_verdict"))
 
 
 @dataclass(frozen=True)
@@ -238,42 +201,6 @@ def read_error_file(path: Path) -> ErrorFileText:
     # torchelastic stores whole seconds: the failure happened within that second.
     when = int(stamp) + 0.999 if stamp.isdigit() else None
     return ErrorFileText(lines, local, when)
-
-
-def check_path(path: Path) -> None:
-    """Raise InputError unless ``path`` is a run/log directory or a readable text file."""
-    if not path.exists():
-        raise InputError(f"{path} does not exist",
-                         "pass a run directory (runs/<time>-<name>/) or a log file that exists")
-    mode = path.stat().st_mode
-    if stat.S_ISDIR(mode):
-        if not log_files(path):
-            raise InputError(f"{path} holds no log files ({', '.join(LOG_SUFFIXES)}, error.json)",
-                             "pass the run directory or the log files themselves")
-        return
-    if not stat.S_ISREG(mode):
-        raise InputError(f"{path} is not a regular file (a FIFO, device or socket)",
-                         "save the output to a file first, e.g. ... 2>&1 | tee train.log")
-    try:
-        with path.open("rb") as stream:
-            head = stream.read(SNIFF_BYTES)
-    except OSError as err:
-        raise InputError(f"{path} cannot be read ({err.strerror})", "check its permissions") from err
-    if b"\0" in head and not head.startswith(_UTF16_BOMS):
-        raise InputError(f"{path} is binary (NUL bytes in its first 64 KiB), not a text log",
-                         "pass the text log the job wrote (stdout/stderr, logs/rank-<R>.log)")
-
-
-def open_log(path: Path) -> io.BufferedIOBase:
-    """The file as UTF-8 bytes: UTF-16 logs (Windows PowerShell redirects) are re-encoded."""
-    stream = path.open("rb")
-    if stream.read(2) not in _UTF16_BOMS:
-        stream.seek(0)
-        return stream
-    with stream:
-        stream.seek(0)
-        text = stream.read(UTF16_MAX_BYTES).decode("utf-16", "replace")
-    return io.BytesIO(text.encode("utf-8"))
 
 
 def iter_paths(paths: list[Path]) -> Iterator[LogFile]:
