@@ -280,3 +280,18 @@ def test_cuda_error_inside_a_frameworks_init_dist_is_the_frameworks_cuda_only_in
     plain = tmp_path / "plain.log"
     plain.write_text("RuntimeError: Found no NVIDIA driver on your system.\n")
     assert to_json(diagnose([plain]))["causes"][0]["id"] == "cuda-unavailable"
+
+
+def test_millions_of_error_lines_keep_only_the_earliest(tmp_path: Path) -> None:
+    log = tmp_path / "noisy.log"
+    log.write_text("[rank1]: RuntimeError: CUDA error: invalid device ordinal\n"
+                   + "[rank0]: ValueError: retrying batch\n" * 200_000)
+    from distrun.diagnose.engine import KEEP_PER_RANK, matcher_for, place
+    from distrun.diagnose.rules import default_rules
+
+    rules = default_rules()
+    with log.open("rb") as stream:
+        hits = place(matcher_for(rules).scan_stream(stream), None, str(log), rules)
+    assert len(hits) == 1 + KEEP_PER_RANK
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-invalid-device-ordinal", 1)

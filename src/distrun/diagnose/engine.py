@@ -58,6 +58,8 @@ COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
 MAX_UNRECOGNISED = 8
+KEEP_PER_RANK = 20  # hits kept per (rule, rank) and file
+MAX_KEYS = 4096  # distinct (rule, rank) pairs kept per file
 CONFIDENCES = ("high", "medium", "low")
 
 __all__ = ["Cause", "Diagnosis", "Hit", "decide", "diagnose"]
@@ -122,17 +124,19 @@ def _file_hits(log: LogFile, matcher: Matcher, info: RunInfo) -> list[Hit]:
     if log.path.name == "error.json":
         return _error_file_hits(log, matcher, info)
     with open_log(log.path) as stream:
-        raw = list(matcher.scan_stream(stream))
-    return place(raw, log.rank, str(log.path), matcher.rules)
+        return place(matcher.scan_stream(stream), log.rank, str(log.path), matcher.rules)
 
 
-def place(raw: list[RawHit], file_rank: int | None, name: str, rules: RuleSet) -> list[Hit]:
+def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSet) -> list[Hit]:
     """Give each raw hit its time and rank; rank-context lines set the rank after them.
 
     Rank order: the line's own prefix, a rank the message names, the rank of the
-    torchelastic summary block it sits in, the rank in the file name.
+    torchelastic summary block it sits in, the rank in the file name. Only the first
+    ``KEEP_PER_RANK`` hits of each rule and rank are kept (the verdict uses the
+    earliest ones), so a log of millions of error lines stays in bounded memory.
     """
     placed: list[Hit] = []
+    kept: dict[tuple[str, int | None], int] = {}
     context: int | None = None
     last_time: float | None = None
     for item in raw:
@@ -146,6 +150,10 @@ def place(raw: list[RawHit], file_rank: int | None, name: str, rules: RuleSet) -
             rank = rank_in_text(item.text, jax)
         if rank is None:
             rank = file_rank if context is None else context
+        seen = kept.get((item.rule_id, rank), 0)
+        if seen >= KEEP_PER_RANK or len(kept) >= MAX_KEYS:
+            continue
+        kept[(item.rule_id, rank)] = seen + 1
         placed.append(Hit(item.rule_id, rank, item.time or last_time, name, item.line,
                           item.text.strip(), strong=item.strong, node=item.node))
     return placed
