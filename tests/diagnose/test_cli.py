@@ -154,6 +154,7 @@ def test_confidence_in_json_and_text(capsys: pytest.CaptureFixture[str]) -> None
     assert "only consequences" in data["causes"][0]["note"]
     assert main([case]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("Only consequences found (the root cause is not in these logs): ")
     assert "confidence: medium" in out and "note: only consequences" in out
 
 

@@ -57,12 +57,20 @@ def where_to_look(secondary: list[Hit], info: RunInfo) -> str:
         ranks = ", ".join(str(r) for r in suspects)
         target = f"the log of rank {ranks}" if len(suspects) == 1 else f"the logs of ranks {ranks}"
         why = _why(secondary, info)
+    elif _timed_out(secondary):
+        ranks = ", ".join(str(r) for r in _timed_out(secondary))
+        target = f"the logs of the ranks other than {ranks}"
+        why = f"ranks {ranks} waited in a collective that another rank never joined"
     elif first.rank is not None:
         target, why = f"the log of rank {first.rank}", "the first rank that reported a failure"
     else:
         target, why = "each rank's own log", "these lines do not say which rank failed first"
     return (f"only consequences in these logs (no root cause): look in {target} ({why}); "
             "with distrun launch, logs/rank-<R>.log")
+
+
+def _timed_out(secondary: list[Hit]) -> list[int]:
+    return sorted({h.rank for h in secondary if h.rule_id == TIMEOUT_RULE and h.rank is not None})
 
 
 def _named_suspects(secondary: list[Hit]) -> list[int]:

@@ -94,7 +94,11 @@ def _where(rank: int | None, node: str | None) -> str:
 
 def _causes_text(diagnosis: Diagnosis, lines: list[str]) -> None:
     root, *others = diagnosis.causes
-    lines.append(f"Root cause: {root.rule.title} [{root.rule.id}]")
+    if root.rule.kind == "secondary":
+        lines.append(f"Only consequences found (the root cause is not in these logs): "
+                     f"{root.rule.title} [{root.rule.id}]")
+    else:
+        lines.append(f"Root cause: {root.rule.title} [{root.rule.id}]")
     lines.append(f"  confidence: {root.confidence}{_confidence_hint(root)}")
     lines.append(f"  where: {_where(root.rank, root.node)}   category: {root.rule.category}")
     if root.note:
