@@ -58,9 +58,11 @@ def where_to_look(secondary: list[Hit], info: RunInfo) -> str:
         target = f"the log of rank {ranks}" if len(suspects) == 1 else f"the logs of ranks {ranks}"
         why = _why(secondary, info)
     elif _timed_out(secondary):
-        ranks = ", ".join(str(r) for r in _timed_out(secondary))
+        waiting = _timed_out(secondary)
+        ranks = ", ".join(str(r) for r in waiting)
         target = f"the logs of the ranks other than {ranks}"
-        why = f"ranks {ranks} waited in a collective that another rank never joined"
+        who = f"rank {ranks}" if len(waiting) == 1 else f"ranks {ranks}"
+        why = f"{who} waited in a collective that another rank never joined"
     elif first.rank is not None:
         target, why = f"the log of rank {first.rank}", "the first rank that reported a failure"
     else:
