@@ -93,3 +93,9 @@ def test_compiled_database_is_cached_and_reused(tmp_path: Path) -> None:
     assert first.matching(line) == second.matching(line) != set()
     cached.write_bytes(b"garbage")  # a broken cache costs a compile, never a wrong answer
     assert linefind.HyperscanFinder(patterns, env).matching(line) == first.matching(line)
+
+
+def test_docs_describe_every_rule() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "diagnose.md").read_text("utf-8")
+    missing = [r.id for r in default_rules().rule if f"### `{r.id}`" not in docs]
+    assert not missing, f"docs/diagnose.md lacks: {missing}"
