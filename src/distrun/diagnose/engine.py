@@ -33,6 +33,7 @@ from distrun.diagnose.matcher import Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
 from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
+    CONFIDENCES,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     RANK_CONTEXT_ID,
@@ -60,7 +61,6 @@ MAX_CONSEQUENCES = 12
 MAX_UNRECOGNISED = 8
 KEEP_PER_RANK = 20  # hits kept per (rule, rank) and file
 MAX_KEYS = 4096  # distinct (rule, rank) pairs kept per file
-CONFIDENCES = ("high", "medium", "low")
 
 __all__ = ["Cause", "Diagnosis", "Hit", "decide", "diagnose"]
 
@@ -318,7 +318,8 @@ def _causes(
         evidence = _evidence(group)
         rivals = index == 0 and any(
             h.strong and not h.derived for g in list(groups.values())[1:] for h in g)
-        level = _confidence(group, index == 0 and (doubt or rivals))
+        level = _capped(_confidence(group, index == 0 and (doubt or rivals)),
+                        rules.by_id(rule_id).max_confidence)
         causes.append(Cause(rules.by_id(rule_id), rank, node, evidence, after, level))
     return tuple(causes)
 
@@ -332,6 +333,10 @@ def _confidence(group: list[Hit], doubt: bool) -> str:
     if doubt or all(h.derived for h in group):
         return "medium"
     return "high"
+
+
+def _capped(level: str, cap: str) -> str:
+    return max(level, cap, key=CONFIDENCES.index)
 
 
 def _evidence(group: list[Hit]) -> tuple[Hit, ...]:

@@ -40,7 +40,8 @@ _MIN_KEY = 4
 _MAX_KEY = 12
 _KINDS = ("primary", "secondary")
 _FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "context", "refines",
-           "explanation", "fix", "docs"}
+           "max_confidence", "explanation", "fix", "docs"}
+CONFIDENCES = ("high", "medium", "low")
 CONTEXT_PREFIX = "context:"
 
 
@@ -53,6 +54,9 @@ class Rule:
     """One signature -> cause rule, as written in ``rules.toml``.
 
     ``patterns`` are strong signatures (a match alone is good evidence);
+    ``max_confidence`` caps the confidence of a rule whose error is often the
+    symptom of a cause elsewhere (a device-visibility error caused by the
+    scheduler's binding or a framework's device code);
     ``weak`` ones are wordings that also appear in other failures, so a cause
     found only through them is reported with low confidence. ``context``
     patterns (traceback frames) never name a cause alone: they turn a nearby
@@ -71,6 +75,7 @@ class Rule:
     weak: tuple[str, ...] = ()
     context: tuple[str, ...] = ()
     refines: tuple[str, ...] = ()
+    max_confidence: str = "high"
 
     @classmethod
     def from_table(cls, table: dict[str, Any], check: bool = True) -> Rule:
@@ -87,6 +92,7 @@ class Rule:
                 weak=_texts(table, "weak", required=False),
                 context=_texts(table, "context", required=False),
                 refines=_texts(table, "refines", required=False),
+                max_confidence=str(table.get("max_confidence", "high")),
             )
         except (KeyError, TypeError) as err:
             raise RuleError(f"rule {name}: {err}") from err
@@ -101,6 +107,9 @@ class Rule:
             raise RuleError(f"rule id {self.id!r} is not lower-case letters, digits and dashes")
         if self.kind not in _KINDS:
             raise RuleError(f"rule {self.id}: kind {self.kind!r} is not one of {_KINDS}")
+        if self.max_confidence not in CONFIDENCES:
+            raise RuleError(f"rule {self.id}: max_confidence {self.max_confidence!r} is not one of "
+                            f"{CONFIDENCES}")
         if bool(self.context) != bool(self.refines):
             raise RuleError(f"rule {self.id}: context and refines go together")
         for pattern in self.patterns + self.weak + self.context:
