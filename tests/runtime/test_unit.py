@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 import distrun
 from distrun import cluster
@@ -40,7 +41,9 @@ def facts(env: dict[str, str]) -> cluster.RankFacts:
 def test_single_process_context_and_heartbeat(tmp_path: Path) -> None:
     ctx = distrun.init(env={"DISTRUN_RUN_DIR": str(tmp_path)})
     assert (ctx.rank, ctx.local_rank, ctx.world_size, ctx.node_rank) == (0, 0, 1, 0)
-    assert (ctx.device, ctx.backend, ctx.environment, ctx.is_main) == ("cpu", None, "single", True)
+    assert (ctx.device, ctx.backend, ctx.environment, ctx.is_main) == (
+        torch.device("cpu"), None, "single", True)
+    assert ctx.device.type == "cpu" and ctx.device_name == "cpu"
     assert distrun.init() is ctx and distrun.current() is ctx
     ctx.step(7, loss=0.25)
     beat = (tmp_path / "heartbeats" / "rank-0").read_bytes()

@@ -49,14 +49,29 @@ def initialize_args(facts: RankFacts, env: Mapping[str, str], device_type: str,
 
 
 def initialize(facts: RankFacts, env: Mapping[str, str], device_type: str, timeout_s: float
-               ) -> str:
-    """Join the JAX job (when there is more than one process); this process's first device."""
+               ) -> Any:
+    """Join the JAX job (when there is more than one process); this process's first device
+    (a ``jax.Device``)."""
     import jax
 
     if facts.world_size > 1:
         jax.distributed.initialize(**initialize_args(facts, env, device_type, timeout_s))
-    first = jax.local_devices()[0]
-    return f"{first.platform}:{first.id}"
+    return jax.local_devices()[0]
+
+
+def device_name(device: Any) -> str:
+    """``platform:index`` of a JAX device on its own host: ``cpu:0``, ``cuda:3``.
+
+    ``Device.id`` is global across the job (process 1's first CPU device is id 2048), so the
+    host-local ``local_hardware_id`` names it; a device without one (a CPU device in some
+    versions) is named by its place among this process's devices.
+    """
+    local = getattr(device, "local_hardware_id", None)
+    if local is None:
+        import jax
+
+        local = jax.local_devices().index(device)
+    return f"{device.platform}:{local}"
 
 
 def barrier(name: str) -> None:
