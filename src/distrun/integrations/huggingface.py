@@ -1,0 +1,30 @@
+"""A Hugging Face ``TrainerCallback`` that feeds distrun's heartbeat and progress.
+
+    from distrun.integrations.huggingface import DistrunCallback
+    trainer = Trainer(..., callbacks=[DistrunCallback()])
+
+Every optimizer step reports ``state.global_step``; the loss is the last one the Trainer
+logged (``logging_steps``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback
+
+from distrun.integrations._report import StepReporter
+
+
+class DistrunCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
+    def __init__(self) -> None:
+        self._reporter = StepReporter()
+        self._loss: float | None = None
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> None:
+        if logs and isinstance(logs.get("loss"), (int, float)):
+            self._loss = float(logs["loss"])
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._reporter.report(int(state.global_step), loss=self._loss)
