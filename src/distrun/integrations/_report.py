@@ -40,11 +40,14 @@ class StepReporter:
 
 
 def as_float(value: Any) -> float | None:
-    """A loss as a float: a Python number, or a one-element tensor (``.item()``); else None."""
+    """A loss as a float: a number, its text, or a one-element tensor (``.item()``); else None."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, (int, float, str)):
+        try:
+            return float(value)
+        except ValueError:
+            return None
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "numel", lambda: 0)() == 1:
         return float(item())

@@ -3,8 +3,8 @@
     from distrun.integrations.huggingface import DistrunCallback
     trainer = Trainer(..., callbacks=[DistrunCallback()])
 
-Every optimizer step reports ``state.global_step``; the loss is the last one the Trainer
-logged (``logging_steps``).
+Every optimizer step reports ``state.global_step`` with the last loss the Trainer logged
+(every ``logging_steps``); each log reports it again with its new loss.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from distrun.integrations._report import StepReporter
+from distrun.integrations._report import StepReporter, as_float
 
 
 class DistrunCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
@@ -23,8 +23,10 @@ class DistrunCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
-        if logs and isinstance(logs.get("loss"), (int, float)):
-            self._loss = float(logs["loss"])
+        loss = as_float((logs or {}).get("loss"))
+        if loss is not None:
+            self._loss = loss
+            self._reporter.report(int(state.global_step), loss=loss)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._reporter.report(int(state.global_step), loss=self._loss)
