@@ -3,8 +3,8 @@
     from distrun.integrations.huggingface import DistrunCallback
     trainer = Trainer(..., callbacks=[DistrunCallback()])
 
-Every optimizer step reports ``state.global_step`` with the last loss the Trainer logged
-(every ``logging_steps``); each log reports it again with its new loss.
+Every optimizer step reports ``state.global_step``: from the Trainer's log with its loss on a
+logging step (``logging_steps``), else with the last loss logged.
 """
 
 from __future__ import annotations
@@ -29,4 +29,6 @@ class DistrunCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
             self._reporter.report(int(state.global_step), loss=loss)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if getattr(control, "should_log", False):  # on_log follows, with this step's loss
+            return
         self._reporter.report(int(state.global_step), loss=self._loss)
