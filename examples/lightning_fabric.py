@@ -29,8 +29,8 @@ def main() -> None:
     x = torch.randn(512, 8, generator=gen)
     loader = fabric.setup_dataloaders(DataLoader(
         TensorDataset(x, x @ torch.randn(8, 1, generator=gen)), batch_size=32, shuffle=True))
-    model, opt = fabric.setup(*(lambda m: (m, torch.optim.SGD(m.parameters(), lr=0.05)))(
-        torch.nn.Linear(8, 1)))
+    model = torch.nn.Linear(8, 1)
+    model, opt = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.05))
     losses, step = [], 0
     for _epoch in range(4):
         total = torch.zeros(1, device=fabric.device)
