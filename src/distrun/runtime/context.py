@@ -192,8 +192,11 @@ def _backend(device_type: str, requested: str | None, world_size: int) -> str:
 def _init_jax(facts: RankFacts, env: Mapping[str, str], timeout_s: float) -> Context:
     from distrun.runtime import jax as jax_runtime
 
-    device_type = env.get("DISTRUN_DEVICE_TYPE") or (
-        "cuda" if device._nvml_count() > 0 else "cpu")
+    nvidia = device._nvml_count()
+    device_type = env.get("DISTRUN_DEVICE_TYPE") or ("cuda" if nvidia > 0 else "cpu")
+    advice = jax_runtime.memory_advice(facts, env, device_type, nvidia)
+    if advice:
+        warnings.warn(advice, stacklevel=3)
     name = jax_runtime.initialize(facts, env, device_type, timeout_s)
     return _start(facts, name, "jax", env, "jax")
 

@@ -48,6 +48,24 @@ def initialize_args(facts: RankFacts, env: Mapping[str, str], device_type: str,
     return args
 
 
+MEMORY_VARS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+               "XLA_PYTHON_CLIENT_ALLOCATOR")
+
+
+def memory_advice(facts: RankFacts, env: Mapping[str, str], device_type: str, devices: int
+                  ) -> str | None:
+    """The advice when this node's processes share accelerators under JAX's preallocation."""
+    local = facts.local_world_size or 1
+    if device_type == "cpu" or devices < 1 or local <= devices or \
+            any(env.get(v) for v in MEMORY_VARS):
+        return None
+    share = -(-local // devices)
+    return (f"{local} JAX processes on {devices} {device_type} device(s) of this node: each "
+            "takes 75% of its device's memory at start, so the second on a device runs out; "
+            "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or XLA_PYTHON_CLIENT_MEM_FRACTION="
+            f"{0.9 / share:.2f}) before starting")
+
+
 def initialize(facts: RankFacts, env: Mapping[str, str], device_type: str, timeout_s: float
                ) -> Any:
     """Join the JAX job (when there is more than one process); this process's first device
