@@ -41,7 +41,8 @@ def main() -> int:
     torch.manual_seed(0)
     config = {"train_micro_batch_size_per_gpu": 32, "gradient_accumulation_steps": 1,
               "optimizer": {"type": "SGD", "params": {"lr": 0.05}},
-              "zero_optimization": {"stage": 1}, "steps_per_print": 10_000}
+              "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True,
+              "steps_per_print": 10_000}
     engine, _, loader, _ = deepspeed.initialize(model=torch.nn.Linear(8, 1), config=config,
                                                 training_data=data)
     losses, step = [], 0

@@ -36,7 +36,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(output_dir=out, per_device_train_batch_size=32,
                                  num_train_epochs=4, learning_rate=0.05, optim="sgd",
-                                 lr_scheduler_type="constant", logging_steps=1,
+                                 lr_scheduler_type="constant", max_grad_norm=0.0,
+                                 logging_steps=1,
                                  save_strategy="no", report_to=[], disable_tqdm=True,
                                  use_cpu=ctx.device.type == "cpu", seed=0)
         trainer = Trainer(model=Regressor(), args=args, train_dataset=data,

@@ -45,6 +45,7 @@ def main() -> None:
         losses.append(fabric.all_reduce(total, reduce_op="mean").item() / len(loader))
     ctx.print(f"lightning_fabric: {fabric.world_size} ranks on {fabric.device.type} "
               f"({ctx.backend}): loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    fabric.barrier()  # leave together: no rank tears down while another still talks
     distrun.shutdown()
 
 
