@@ -44,9 +44,12 @@ def cpu_default_nproc(cpus: int | None) -> int:
 
 
 def parse_nproc(text: str | None, node: NodeInventory) -> int:
-    """``--nproc-per-node`` as torchrun reads it; unset means one per device (CPU: a default)."""
+    """``--nproc-per-node`` as torchrun reads it; unset means one per device (CPU: a default;
+    a declared CPU inventory such as ``1x8xcpu`` names its slots: one process each)."""
     if text in (None, "auto", "gpu"):
-        return node.count if node.is_accelerated else cpu_default_nproc(node.cpus)
+        if node.is_accelerated or (node.declared and node.count):
+            return node.count
+        return cpu_default_nproc(node.cpus)
     if text == "cpu":
         return node.cpus or 1
     try:

@@ -14,6 +14,7 @@ import importlib.util
 import warnings
 from collections.abc import Mapping
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from distrun.accelerators.sessions import NVML, session
 from distrun.accelerators.vendors import (
@@ -25,6 +26,9 @@ from distrun.accelerators.vendors import (
 )
 from distrun.errors import DistrunError
 from distrun.runtime.errors import InitError
+
+if TYPE_CHECKING:
+    import torch
 
 # device type -> extension module that must be imported before use (None: built into torch)
 EXTENSIONS: dict[str, str | None] = {v.torch_device: v.module for v in VENDORS.values()}
@@ -83,13 +87,18 @@ def device_count(device_type: str, env: Mapping[str, str] | None = None) -> int:
     return int(ns.device_count())
 
 
-def bind(device_type: str, local_rank: int) -> str:
-    """Make ``device_type:local_rank`` this process's current device; its torch name."""
+def bind(device_type: str, local_rank: int) -> torch.device:
+    """Make ``device_type:local_rank`` this process's current device; that ``torch.device``.
+
+    cpu and mps have no per-rank index: ``torch.device("cpu")``.
+    """
+    import torch
+
     ns = namespace(device_type)
     if ns is None:
-        return device_type
+        return torch.device(device_type)
     ns.set_device(local_rank)
-    return f"{device_type}:{local_rank}"
+    return torch.device(device_type, local_rank)
 
 
 def detect_type(env: Mapping[str, str]) -> str:
@@ -151,7 +160,7 @@ def choose_backend(device_type: str, requested: str | None) -> str:
                 f"backend {requested!r} is not available in this torch build "
                 f"(torch {_torch_version()}, device type {device_type})",
                 f"a backend this build has: {', '.join(available_backends()) or 'none'}",
-                f"pass backend={_default(device_type)!r} (or unset DISTRUN_BACKEND), or install "
+                f"pass backend={first_available(device_type)!r} (or unset DISTRUN_BACKEND), or install "
                 f"the torch build / extension that provides {requested!r}")
         return requested
     for candidate in BACKENDS.get(device_type, ("gloo",)):
@@ -164,7 +173,8 @@ def choose_backend(device_type: str, requested: str | None) -> str:
                     "or pass backend='gloo' to run collectives on the CPU")
 
 
-def _default(device_type: str) -> str:
+def first_available(device_type: str) -> str:
+    """The vendor's first backend this build has, else gloo."""
     import torch.distributed as dist
 
     return next((b for b in BACKENDS.get(device_type, ()) if dist.is_backend_available(b)),
