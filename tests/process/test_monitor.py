@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from distrun.accelerators.inventory import parse_declared
+from distrun.accelerators.sessions import NVML, open_session
 from distrun.launch.rundir import RunDir
 from distrun.model.plan import Request
 from distrun.monitor.devices import NvmlSampler
@@ -110,7 +111,8 @@ def test_one_process_on_a_declared_8_device_node_warns_7_idle(tmp_path: Path,
               *[dict(H100) for _ in range(7)]]
     out = io.StringIO()
     watcher = Watcher(run, plan, WatchConfig(interval_s=0.2, settle_s=0.5),
-                      LauncherActions(run, out), sampler=NvmlSampler(fake_nvml(boards)))
+                      LauncherActions(run, out),
+                      sampler=NvmlSampler(open_session(NVML, lambda name: fake_nvml(boards))))
     watcher.start()
     try:
         deadline = time.monotonic() + 8

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from distrun.errors import UsageError
+from distrun.model.limits import DEVICES_MAX, DEVICES_PER_NODE_MAX, NODES_MAX
 from distrun.model.userfile import shown
 
 
@@ -183,11 +184,6 @@ def vendor_named(name: str) -> Vendor | None:
 
 
 _DECLARED = re.compile(r"^(?:(\d{1,12})x)?(\d{1,12})x([A-Za-z][\w.\-]{0,63})$")
-# Bounds of a declared inventory: the largest jobs run on some 10^5 devices; a typo such as
-# 99999999x8xH100 must be one line, not gigabytes of plan.
-NODES_MAX = 100_000
-DEVICES_PER_NODE_MAX = 1024
-DEVICES_MAX = 2**20
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,17 @@ def check_format(fmt: str) -> str:
 
 
 def write(rendered: Rendered, output: str | None) -> None:
+    """To stdout, or to ``output``; a path that cannot be written is one UsageError."""
+    try:
+        _write(rendered, output)
+    except OSError as exc:
+        raise UsageError(f"cannot write --output {output!r}: {exc.strerror or exc}",
+                         "a writable path (shell: a folder for one script per node)",
+                         "pass --output a new file in a writable folder, or leave it out for "
+                         "stdout") from None
+
+
+def _write(rendered: Rendered, output: str | None) -> None:
     if isinstance(rendered, str):
         if output is None:
             sys.stdout.write(rendered)

@@ -14,7 +14,7 @@ from typing import Any
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # the standalone package
-    from pytorch_lightning.callbacks import Callback
+    from pytorch_lightning.callbacks import Callback  # type: ignore[assignment,unused-ignore]
 
 from distrun.integrations._report import StepReporter
 
