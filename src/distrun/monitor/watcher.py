@@ -127,7 +127,8 @@ class Watcher(threading.Thread):
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=15)
         try:
-            self.tick(time.time(), final=True)
+            if any(getattr(d, FINAL_ATTR, False) for d in self.detectors):
+                self.tick(time.time(), final=True)
         except Exception as exc:  # as in run(): a report, never a traceback
             self.actions.say(f"distrun: monitor: {type(exc).__name__}: {exc}")
         self.sampler.close()
