@@ -28,9 +28,6 @@ pytestmark = pytest.mark.timeout(300)
 # an xfailed surface took minutes); derandomize: the same examples every run.
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-TYPED = pytest.mark.xfail(strict=False, reason="fixed by typed-plan")
-OTHERS = pytest.mark.xfail(strict=False, reason="fixed by typed-plan|run-record|diag-engine")
-RECORD = pytest.mark.xfail(strict=False, reason="fixed by run-record (monitor/report readers)")
 
 # No NUL: argv and environment values cannot carry one.
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -85,7 +82,6 @@ def test_launch_dry_run_flags(extra: list[str]) -> None:
         call_main(["launch", "--dry-run", *extra, "t.py"], work, timeout=30).check()
 
 
-@TYPED
 @FUZZ
 @given(kind=st.sampled_from(["slurm", "accelerate", "deepspeed", "k8s", "shell", "bogus"]),
        extra=flags(EXPORT_FLAGS))
@@ -181,7 +177,6 @@ EVENT = st.one_of(
 RUN_FILES = ["events.jsonl", "samples.jsonl", "plan.json", "summary.json", "logs/rank-0.log"]
 
 
-@RECORD
 @FUZZ
 @given(files=st.dictionaries(st.sampled_from(RUN_FILES), st.lists(EVENT, max_size=4),
                              max_size=4))

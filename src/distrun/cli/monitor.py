@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from distrun.cli import exitcodes
-from distrun.cli.args import OneLineParser
+from distrun.cli.args import OneLineParser, check_ranges
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
 from distrun.model.record import printable
@@ -61,6 +61,7 @@ def resolve(run_dir: str | None, env: Mapping[str, str]) -> Path:
 
 def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
+    check_ranges(ns)
     state = RunState(resolve(ns.run_dir, os.environ))
     state.refresh()
     warn(problems(state))
