@@ -275,10 +275,16 @@ def _with_summary_rank(
 ) -> tuple[Cause, ...]:
     """A root cause no line names a rank for takes the rank the launcher's summary names."""
     root = causes[0]
-    if root.rank is not None:
-        return causes
     named = _summary_rank(secondary, rules)
-    return causes if named is None else (replace(root, rank=named), *causes[1:])
+    if named is None:
+        return causes
+    if root.rank is None:
+        return (replace(root, rank=named), *causes[1:])
+    if root.rank != named and not any(h.rank == named for h in root.evidence):
+        # The launcher saw another rank fail first: this cause may be a consequence.
+        level = max(root.confidence, "medium", key=CONFIDENCES.index)
+        return (replace(root, confidence=level), *causes[1:])
+    return causes
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:
