@@ -14,8 +14,10 @@ lines instead of a confident wrong answer.
 Confidence: ``high`` for a cause matched by a strong signature with no unknown
 error before it; ``medium`` for a cause with unknown errors before it, one
 derived from other lines (a collective mismatch read from watchdog dumps, a
-signal in the run record) or a verdict of consequences only; ``low`` for a
-cause matched only by a weak wording.
+signal in the run record), one on a rank other than the one the launcher's
+summary names as the first failure, or a verdict of consequences only; ``low``
+for a cause matched only by a weak wording. Rules cap their own confidence
+(``max_confidence``) where the error says how a process died, not why.
 """
 
 from __future__ import annotations
