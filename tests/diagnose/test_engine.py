@@ -209,6 +209,20 @@ def test_summary_only_points_at_the_rank_it_names(tmp_path: Path) -> None:
     assert "look in the log of rank 5" in root["note"]
 
 
+def test_cause_on_a_rank_other_than_the_first_failure_is_not_confident(tmp_path: Path) -> None:
+    log = tmp_path / "launcher.log"
+    summary = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+               "Root Cause (first observed failure):\n[0]:\n"
+               "  rank      : {rank} (local_rank: {rank})\n  exitcode  : 1 (pid: 42)\n")
+    oom = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB\n"
+    log.write_text(oom + summary.format(rank=5))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("cuda-out-of-memory", 3, "medium")
+    log.write_text(oom + summary.format(rank=3))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("cuda-out-of-memory", 3, "high")
+
+
 def test_weak_wording_alone_gives_low_confidence(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("step 9\nwarning: worker reported: Cannot allocate memory\n")

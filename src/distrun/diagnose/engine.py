@@ -14,8 +14,10 @@ lines instead of a confident wrong answer.
 Confidence: ``high`` for a cause matched by a strong signature with no unknown
 error before it; ``medium`` for a cause with unknown errors before it, one
 derived from other lines (a collective mismatch read from watchdog dumps, a
-signal in the run record) or a verdict of consequences only; ``low`` for a
-cause matched only by a weak wording.
+signal in the run record), one on a rank other than the one the launcher's
+summary names as the first failure, or a verdict of consequences only; ``low``
+for a cause matched only by a weak wording. Rules cap their own confidence
+(``max_confidence``) where the error says how a process died, not why.
 """
 
 from __future__ import annotations
@@ -275,10 +277,16 @@ def _with_summary_rank(
 ) -> tuple[Cause, ...]:
     """A root cause no line names a rank for takes the rank the launcher's summary names."""
     root = causes[0]
-    if root.rank is not None:
-        return causes
     named = _summary_rank(secondary, rules)
-    return causes if named is None else (replace(root, rank=named), *causes[1:])
+    if named is None:
+        return causes
+    if root.rank is None:
+        return (replace(root, rank=named), *causes[1:])
+    if root.rank != named and not any(h.rank == named for h in root.evidence):
+        # The launcher saw another rank fail first: this cause may be a consequence.
+        level = max(root.confidence, "medium", key=CONFIDENCES.index)
+        return (replace(root, confidence=level), *causes[1:])
+    return causes
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:
