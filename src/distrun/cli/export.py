@@ -37,7 +37,8 @@ _FLAGS: tuple[tuple[str, type, str], ...] = (
     ("--cpus-per-task", int, "slurm: cores per node task (default: threads x processes)"),
     ("--image", str, "k8s: container image"),
     ("--namespace", str, "k8s: namespace"),
-    ("--torchrun", str, "slurm/k8s/shell: the torchrun command on the nodes"),
+    ("--torchrun", str, "slurm/k8s/shell: the torchrun command on the nodes, split like a "
+     "shell line (e.g. 'python -m torch.distributed.run' or 'distrun launch')"),
 )
 
 
