@@ -18,9 +18,9 @@ from pathlib import Path
 from rich.console import Console
 
 from distrun.checks.preflight import preflight
-from distrun.cluster.slurm import expand_nodes
 from distrun.cli import envflags, exitcodes, render
 from distrun.cli.args import distrun_group, make_parser, parse, to_request
+from distrun.cluster.slurm import expand_nodes
 from distrun.errors import DistrunError, UsageError
 from distrun.export import FORMATS, ExportOptions, Rendered, slurm
 from distrun.export import render as render_export
