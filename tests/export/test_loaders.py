@@ -46,6 +46,8 @@ def test_accelerate_loads_a_cpu_c10d_config_for_machine_1(tmp_path: Path) -> Non
     assert cfg.use_cpu is True
     assert (cfg.main_process_ip, cfg.main_process_port, cfg.rdzv_backend) == (
         "10.0.0.1", 29400, "c10d")
+    # several CPU processes: only accelerate's mpirun path starts them all
+    assert cfg.mpirun_config == {"mpirun_hostfile": "hostfile"}
 
 
 def test_deepspeed_reads_the_hostfile(tmp_path: Path) -> None:

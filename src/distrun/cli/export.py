@@ -39,6 +39,8 @@ _FLAGS: tuple[tuple[str, type, str], ...] = (
     ("--cpus-per-task", int, "slurm: cores per node task (default: threads x processes)"),
     ("--host", str, "deepspeed: the nodes' host names in node-rank order, comma-separated"),
     ("--hostfile", str, "deepspeed: the nodes' host names from a 'host slots=N' file"),
+    ("--mpirun-hostfile", str, "accelerate on CPU: the mpirun hostfile the config names "
+     "(default: hostfile)"),
     ("--image", str, "k8s: container image"),
     ("--namespace", str, "k8s: namespace"),
     ("--torchrun", str, "slurm/k8s/shell: the torchrun command on the nodes, split like a "
@@ -57,7 +59,7 @@ def add_export_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) ->
 def options_from(ns: argparse.Namespace) -> ExportOptions:
     given = {k: getattr(ns, k) for k in ("time", "partition", "account", "sbatch_output",
                                          "sbatch_error", "cpus_per_task", "image", "namespace",
-                                         "torchrun") if getattr(ns, k) is not None}
+                                         "torchrun", "mpirun_hostfile") if getattr(ns, k) is not None}
     return ExportOptions(job_name=ns.job_name or default_job_name(ns.training_script),
                          machine_rank=ns.node_rank or 0, hosts=hosts_from(ns, os.environ),
                          **given)

@@ -31,13 +31,15 @@ class ExportOptions:
     torchrun: str = "torchrun"
     """A command, split like a shell would: ``torchrun``, ``python -m torch.distributed.run``
     or ``distrun launch`` (see :meth:`torchrun_argv`)."""
+    mpirun_hostfile: str = "hostfile"
+    """accelerate, several CPU processes: the mpirun hostfile its config names."""
     hosts: tuple[str, ...] = ()
     """The nodes' host names in node-rank order (``--host``, ``--hostfile``, Slurm's node list);
     empty: the plan's own."""
 
     def __post_init__(self) -> None:
         for name in ("job_name", "time", "partition", "account", "sbatch_output",
-                     "sbatch_error", "image", "namespace", "torchrun"):
+                     "sbatch_error", "image", "namespace", "torchrun", "mpirun_hostfile"):
             value = getattr(self, name)
             if value is not None and (not value or any(c in value for c in "\n\r\t\0")):
                 flag = "--" + name.replace("_", "-")
