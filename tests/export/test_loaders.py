@@ -80,7 +80,8 @@ def test_cli_hostfile_names_the_real_hosts(tmp_path: Path, flags: list[str],
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    ([], "no host name for node 1 ('node1' stands in for it)"),
+    ([], "no host name for node 0 ('node0' stands in for it)"),
+    (["--master-addr", "10.1.2.3"], "no host name for node 1 ('node1' stands in for it)"),
     (["--host", "cn-a"], "1 host name(s) given (cn-a) for a plan of 2 nodes"),
     (["--host", "cn-a,-oProxyCommand=x"], "is not a host name"),
 ])
