@@ -139,7 +139,8 @@ def test_monitor_json_snapshot_of_a_finished_run(healthy: tuple[Path, str]) -> N
     assert [r["rank"] for r in snap["ranks"]] == [0, 1]
     for r in snap["ranks"]:
         assert r["device"] == "cpu" and r["step"] > 0 and r["loss"] is not None
-        assert r["status"] == "running" and r["heartbeat_age_s"] < 5
+        assert r["status"] == "exited 0" and r["heartbeat_age_s"] < 5  # not "running"
+        assert r["steps_per_second"] is not None and r["steps_per_second"] > 0  # one read
 
 
 def test_monitor_of_a_missing_run_dir_is_a_usage_error(tmp_path: Path) -> None:
