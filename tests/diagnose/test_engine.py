@@ -253,6 +253,19 @@ def test_distrun_stall_verdict_is_the_cause(tmp_path: Path) -> None:
     assert "rank 1 stalled in train.py:42" in root["evidence"][0]["text"]
 
 
+def test_hang_named_by_the_instrumentation_is_the_cause(tmp_path: Path) -> None:
+    """A job that hung and succeeded after all (rank 0 busy, the others waited): diagnose
+    names the hang distrun recorded and its culprit, not 'nothing failed'."""
+    run = make_run(tmp_path, {0: [line(1, "step 1", "out")], 1: []}, [
+        {"time": T0 + "20.000000Z", "event": "hang", "kind": "busy", "kind_number": 2,
+         "culprits": [0], "waiting": [1, 2, 3],
+         "message": "rank 0 is busy outside collective #7 (gloo:barrier) that ranks 1-3 "
+                    "wait in (40 s)"}])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("distrun-stall", 0)
+    assert "rank 0 is busy outside collective #7" in root["evidence"][0]["text"]
+
+
 def test_first_rank_ended_by_sigterm_is_stopped_externally(tmp_path: Path) -> None:
     run = make_run(tmp_path, {0: [line(1, "step 1", "out")]}, [
         {"time": T0 + "09.000000Z", "event": "rank_exited", "rank": 0, "exitcode": -15,

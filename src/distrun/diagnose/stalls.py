@@ -2,9 +2,10 @@
 
 The watcher writes ``stalled`` (one per stuck rank, ``culprit`` true for the ranks it
 blames) and ``stall_verdict`` (the culprits and a one-line message) when a job stops
-making progress or loses a node. The typed event models (``distrun.model.record``)
-are used where that module exists; otherwise the JSON lines are read by their event
-names, which are the same.
+making progress or loses a node, and ``hang`` (the culprits, the kind and a one-line
+message) when the instrumented ranks' collectives stop progressing. The typed event
+models (``distrun.model.record``) are used where that module exists; otherwise the JSON
+lines are read by their event names, which are the same.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from distrun.diagnose.sources import is_run_dir, parse_time
 
-NAMES = ("stall_verdict", "stalled")
+NAMES = ("stall_verdict", "stalled", "hang")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def _read(path: Path) -> list[StallEvent]:
     try:
         with path.open("rb") as stream:
             for number, raw in enumerate(stream, start=1):
-                if b"stall" in raw:
+                if b"stall" in raw or b'"hang"' in raw:
                     event = _as_dict(raw, path, number)
                     stall = _stall(event, number, path) if event else None
                     found += [stall] if stall else []
@@ -77,8 +78,9 @@ def _stall(event: dict[str, Any], number: int, path: Path) -> StallEvent | None:
     name = event.get("event")
     if name not in NAMES or (name == "stalled" and not event.get("culprit", True)):
         return None
-    raw = event.get("ranks") if name == "stall_verdict" else [event.get("rank")]
+    raw = {"stall_verdict": event.get("ranks"), "hang": event.get("culprits")}.get(
+        str(name), [event.get("rank")])
     ranks = tuple(int(r) for r in (raw or []) if isinstance(r, int | str) and str(r).isdigit())
     message = str(event.get("message") or f"rank(s) {', '.join(map(str, ranks))} stalled")
     when, _ = parse_time(str(event.get("time", "")) + " ")
-    return StallEvent(ranks, message, when, number, path, name == "stall_verdict")
+    return StallEvent(ranks, message, when, number, path, name in ("stall_verdict", "hang"))
