@@ -41,6 +41,7 @@ def hostile_run(root: Path) -> Path:
         {"event": "verified", "time": T0.format(5), "check": bad, "severity": bad,
          "message": bad},
         {"event": "stall_verdict", "time": T0.format(6), "ranks": [0], "message": bad},
+        {"event": "hang", "time": T0.format(6), "culprits": [0], "kind": bad, "message": bad},
         {"event": "job_finished", "time": T0.format(7), "status": bad, "exitcode": 1},
     ]
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
@@ -49,6 +50,7 @@ def hostile_run(root: Path) -> Path:
          "source": bad}, {"index": "<img src=x onerror=alert(1)>"}],
         "ranks": {"0": {"cpu_percent": 10}}} for i in range(2)]
     (run / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    (run / "hang.json").write_text(json.dumps({"stacks": {"0": {"method": bad, "text": bad}}}))
     return run
 
 
@@ -60,7 +62,7 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     tags = set(re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", page))
     assert tags <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b",
                     "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "svg", "text",
-                    "rect", "line", "polyline", "circle"}, tags
+                    "rect", "line", "polyline", "circle", "h3", "pre"}, tags
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium not installed")
@@ -79,3 +81,16 @@ def test_hostile_values_do_not_run_in_chromium(tmp_path: Path) -> None:
     assert title.group(1) == "distrun report: &lt;img src=x onerror=document.title=1&gt;"
     assert "<img" not in dom and "<script" not in dom
     assert "document.title='pwned'" in dom  # shown as text
+
+
+def test_the_hang_and_its_stack_are_on_the_page(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "events.jsonl").write_text(json.dumps(
+        {"event": "hang", "time": T0.format(1), "culprits": [2], "kind": "idle",
+         "message": "rank 2 hung outside collective #5 (gloo:all_reduce)"}) + "\n")
+    (run / "hang.json").write_text(json.dumps(
+        {"stacks": {"2": {"method": "py-spy", "text": "time.sleep (sleeper.py:18)"}}}))
+    page = render(run)
+    assert "<h2>Hangs</h2>" in page and "rank 2 hung outside collective #5" in page
+    assert "stack of rank 2" in page and "sleeper.py:18" in page

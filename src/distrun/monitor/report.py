@@ -4,6 +4,7 @@ time, events, and a rank table where stragglers, idle devices and stalls stand o
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from collections import defaultdict
 from html import escape
@@ -19,9 +20,10 @@ from distrun.monitor.state import RunState
 
 STRAGGLER = 0.8  # below this fraction of the median throughput a rank is a straggler
 EVENT_COLOURS = {"stalled": "#d62728", "stall_verdict": "#d62728", "rank_exited": "#d62728",
+                 "hang": "#d62728",
                  "job_finished": "#333", "verified": "#ff7f0e"}
 TIMELINE = ("launch_started", "workers_started", "rank_joined", "verified", "stall_verdict",
-            "rank_exited", "orphans_ended", "job_finished")
+            "hang", "rank_exited", "orphans_ended", "job_finished")
 
 
 class Series:
@@ -175,7 +177,33 @@ def render(run: Path) -> str:
             f"{_cell(snap['backend'])}, device {_cell(snap['device_type'])}, node "
             f"{_cell(snap['node_rank'])}</p>{verdict}<h2>Ranks</h2>{_table(rank_rows(snap, series), snap)}"
             f"<h2>Verification</h2><ul class='checks'>{checks or '<li>none recorded</li>'}</ul>"
+            f"{_hangs(series, run)}"
             f"<h2>Plots</h2>{''.join(charts)}{_problems(snap['problems'])}</body></html>\n")
+
+
+def _hangs(series: Series, run: Path) -> str:
+    """Each hang the instrumentation named (culprit, collective, kind) and, from hang.json,
+    the culprits' stacks; every value escaped."""
+    items = [f"<li>{escape(str(getattr(e, 'message', '') or 'a hang'))}</li>"
+             for e in series.events if e.event == "hang"]
+    if not items:
+        return ""
+    return (f"<h2>Hangs</h2><ul class='hangs'>{''.join(items)}</ul>"
+            f"{_stacks(run / 'hang.json')}")
+
+
+def _stacks(path: Path) -> str:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace")[:4_000_000])
+    except (OSError, ValueError):
+        return ""
+    stacks = data.get("stacks") if isinstance(data, dict) else None
+    if not isinstance(stacks, dict):
+        return ""
+    return "".join(
+        f"<h3>stack of rank {escape(str(rank))}</h3><pre>"
+        f"{escape(str(s.get('text', ''))[-8000:] if isinstance(s, dict) else '')}</pre>"
+        for rank, s in sorted(stacks.items(), key=lambda kv: str(kv[0])))
 
 
 def _problems(problems: list[str]) -> str:
