@@ -9,10 +9,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, MutableMapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from distrun import instrument
 from distrun.launch import guardian, reaper
+from distrun.launch.firstfail import reorder
 from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
@@ -129,7 +131,7 @@ def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
     config.logs_specs = specs
     handlers = log_to(run)
     try:
-        return _run(lambda: elastic_launch(config, entry)(*entry_args))
+        outcome = _run(lambda: elastic_launch(config, entry)(*entry_args))
     finally:
         specs.stop()
         for handler in handlers:
@@ -137,6 +139,19 @@ def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
             handler.close()
         if handler is handlers[0]:
             handlers[0].stream.close()
+    return _complete(reorder(outcome, run.logs), specs.lost_streams)
+
+
+def _complete(outcome: JobOutcome, lost: list[str]) -> JobOutcome:
+    """A job whose rank logs lost lines keeps its exit status but is not "succeeded"."""
+    if not lost:
+        return outcome
+    status = outcome.status
+    if status is JobStatus.SUCCEEDED:
+        status = JobStatus.SUCCEEDED_LOGS_INCOMPLETE
+    note = f"rank logs incomplete: {', '.join(lost)} could not be drained"
+    message = f"{outcome.message}; {note}" if outcome.message else note
+    return replace(outcome, status=status, message=message, logs_complete=False)
 
 
 def _run(start: Callable[[], Any]) -> JobOutcome:
