@@ -18,12 +18,13 @@ from pathlib import Path
 from distrun.model.record import JobOutcome, RankFailure
 
 TAIL_BYTES = 1 << 20  # only the end of each rank log is read
-_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})Z err (.*)$")
+_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})Z err (?:\[rank\d+\]: )?(.*)$")
 _RAISED = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure))\b(:.*)?$")
 _CONSEQUENCE = re.compile(
     r"connection (closed|reset) by peer|broken pipe|timed? ?out|timeout|sigterm|watchdog"
     r"|nccl.*(abort|error)|gloo.*(abort|closed)|signal 15|socket closed|peer.*(closed|gone)",
     re.IGNORECASE)
+_SIGNALLED = (128 + 1, 128 + 2, 128 + 15)  # a rank that ended on SIGHUP/SIGINT/SIGTERM itself
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class LogError:
 
 def is_consequence(failure: RankFailure, error: LogError | None) -> bool:
     """True when the rank's error reports another rank's end rather than a fault of its own."""
-    if failure.signal in ("SIGTERM", "SIGINT", "SIGHUP"):
+    if failure.signal in ("SIGTERM", "SIGINT", "SIGHUP") or failure.exitcode in _SIGNALLED:
         return True
     text = error.line if error is not None else failure.message
     return bool(_CONSEQUENCE.search(text))

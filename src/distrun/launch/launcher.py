@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from distrun import instrument
 from distrun.launch import guardian, reaper
-from distrun.launch.firstfail import reorder
+from distrun.launch.firstfail import is_consequence, reorder
 from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
@@ -229,10 +229,18 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     return outcome
 
 
+def _own_fault(outcome: JobOutcome) -> bool:
+    """The job failed because a rank failed of its own (a cause, not stopped by distrun)."""
+    first = next((f for f in outcome.failures if f.first), None)
+    return first is not None and first.signal is None and not is_consequence(first, None)
+
+
 def _judged(outcome: JobOutcome, verdict: Verdict | None, hung: Stopped | None) -> JobOutcome:
     """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124)."""
     from distrun.monitor.stall import EXIT_STALLED
 
+    if _own_fault(outcome):  # a rank raised: the hang it left behind is a consequence
+        return outcome
     if hung is not None:
         return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
                           hung.verdict.culprits[0], hung.message)
