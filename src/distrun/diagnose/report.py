@@ -61,7 +61,8 @@ def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
     elif diagnosis.failed:
         _print_unknown(console, diagnosis)
     else:
-        console.print(f"No errors found in {diagnosis.files} file(s): nothing failed.")
+        console.print(f"No errors found in {diagnosis.files} file(s): nothing failed.",
+                      markup=False)
 
 
 def _where(rank: int | None, node: str | None) -> str:
@@ -72,7 +73,8 @@ def _where(rank: int | None, node: str | None) -> str:
 def _print_causes(console: Console, diagnosis: Diagnosis) -> None:
     root, *others = diagnosis.causes
     console.print(f"[bold red]Root cause:[/] {escape(f'{root.rule.title} [{root.rule.id}]')}")
-    console.print(f"  where: {_where(root.rank, root.node)}   category: {root.rule.category}")
+    console.print(f"  where: {escape(_where(root.rank, root.node))}   "
+                  f"category: {root.rule.category}")
     _print_evidence(console, root.evidence)
     console.print(f"  why: {escape(root.rule.explanation)}")
     console.print("  fix:")
@@ -86,7 +88,7 @@ def _print_causes(console: Console, diagnosis: Diagnosis) -> None:
     for cause in others:
         console.print(
             f"Also seen: {escape(f'{cause.rule.title} [{cause.rule.id}]')} "
-            f"({_where(cause.rank, cause.node)}, {_loc(cause.evidence[0])})"
+            f"({escape(_where(cause.rank, cause.node))}, {_loc(cause.evidence[0])})"
         )
     _print_unrecognised(console, diagnosis.unrecognised, "Earlier unrecognised error lines:")
 
@@ -109,7 +111,7 @@ def _print_unknown(console: Console, diagnosis: Diagnosis) -> None:
     console.print("[bold yellow]No known cause[/] matched these logs.")
     for exit_ in diagnosis.failed_exits:
         signal = f", signal {exit_.signal}" if exit_.signal else ""
-        console.print(f"  rank {exit_.rank} exited with code {exit_.exitcode}{signal}")
+        console.print(f"  rank {exit_.rank} exited with code {exit_.exitcode}{escape(signal)}")
     _print_unrecognised(console, diagnosis.unrecognised, "Earliest error lines:")
     console.print("  next: read the failing rank's own log around these lines;")
     console.print("        rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL for detail.")
