@@ -263,12 +263,9 @@ def summarize(plan: LaunchPlan, outcome: JobOutcome, run: RunDir,
 
 def report(err: Stderr, outcome: JobOutcome, world_size: int, run: RunDir) -> None:
     """One line on how the job ended (user and log text printed as text, never markup)."""
-    if not outcome.logs_complete:
-        say(err, f"distrun: warning: {outcome.message.split('; ')[-1]} (the raw output is "
-                 f"under {run.path / 'torchrun'})")
     if outcome.status is JobStatus.SUCCEEDED_LOGS_INCOMPLETE:
-        say(err, f"distrun: job succeeded, logs incomplete ({world_size} ranks); run "
-                 f"directory: {run.path}")
+        say(err, f"distrun: job succeeded ({world_size} ranks), but {outcome.message} (the "
+                 f"raw output is under {run.path / 'torchrun'}); run directory: {run.path}")
         return
     if outcome.status is JobStatus.SUCCEEDED:
         say(err, f"distrun: job succeeded ({world_size} ranks); run directory: {run.path}")

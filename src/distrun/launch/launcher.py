@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, MutableMapping
@@ -19,7 +20,7 @@ from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import JobOutcome, JobStatus, RankFailure
-from distrun.model.rundir import RunDir
+from distrun.model.rundir import RunDir, spared
 
 if TYPE_CHECKING:
     from distrun.monitor.hangwatch import HangWatch, Stopped
@@ -103,10 +104,20 @@ def _restore(saved: dict[str, str | None]) -> None:
             os.environ[key] = value
 
 
+class _Spared(logging.StreamHandler[Any]):
+    """launcher.log: a record that cannot be written (disk full) is one warning, no traceback."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError) and spared(exc, "logs/launcher.log"):
+            return
+        super().handleError(record)
+
+
 def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
     """torchelastic's log: everything to logs/launcher.log, warnings also to the console."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    to_file = logging.StreamHandler(run.append("logs/launcher.log"))
+    to_file = _Spared(run.append("logs/launcher.log"))
     to_console = logging.StreamHandler()
     to_console.setLevel(logging.WARNING)
     logger = logging.getLogger(ELASTIC_LOGGER)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,6 +59,27 @@ def _refuse_link(path: Path, exc: OSError) -> RunDirError:
         return RunDirError(exc.errno, f"{path} is a symbolic link: distrun does not write "
                            "through links (remove it, or choose a new folder)")
     return RunDirError(exc.errno, f"cannot write {path}: {exc.strerror}")
+
+
+_lost_warned = False
+
+
+def spared(exc: OSError, what: str) -> bool:
+    """distrun's own record could not be written (disk full, quota, I/O error): warn once per
+    process, naming what was lost, and let the job go on. A refused link is not spared."""
+    global _lost_warned  # noqa: PLW0603
+    if isinstance(exc, RunDirError):
+        return False
+    if not _lost_warned:
+        _lost_warned = True
+        try:
+            sys.stderr.write(f"distrun: warning: cannot write the run directory ({what}: "
+                             f"{exc.strerror or exc}); from here on distrun's record of this "
+                             "run is incomplete (the job is not affected)\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+    return True
 
 
 def open_new(path: Path) -> int:
@@ -183,13 +205,21 @@ class RunDir:
         return cls(create(path, chosen=chosen))
 
     def write_json(self, name: str, data: Any) -> None:
-        write_json(self.path / name, data)
+        """Write a record; a full disk is a warning (see ``spared``), never an error."""
+        try:
+            write_json(self.path / name, data)
+        except OSError as exc:
+            if not spared(exc, name):
+                raise
 
     def event(self, name: str, **fields: Any) -> None:
         line = event_line(name, fields)
         with self._lock:
             if self._events >= 0:
-                os.write(self._events, line)
+                try:
+                    os.write(self._events, line)
+                except OSError as exc:
+                    spared(exc, f"{EVENTS} ({name} event lost)")
 
     def rank_log(self, rank: int) -> Path:
         return self.logs / f"rank-{rank}.log"
@@ -201,5 +231,8 @@ class RunDir:
     def close(self) -> None:
         with self._lock:
             if self._events >= 0:
-                os.close(self._events)
+                try:
+                    os.close(self._events)
+                except OSError as exc:
+                    spared(exc, EVENTS)
                 self._events = -1
