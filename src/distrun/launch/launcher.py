@@ -254,8 +254,9 @@ def _judged(outcome: JobOutcome, verdict: Verdict | None, hung: Stopped | None) 
         return outcome
     if hung is not None:
         return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
-                          hung.verdict.culprits[0], hung.message)
+                          hung.verdict.culprits[0], hung.message, outcome.logs_complete)
     if verdict is not None and verdict.stopped:
         return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
-                          verdict.ranks[0] if verdict.ranks else None, verdict.message)
+                          verdict.ranks[0] if verdict.ranks else None, verdict.message,
+                          outcome.logs_complete)
     return outcome
