@@ -48,7 +48,7 @@ class StampedWriter:
                 if not self.unwritten:
                     self.sink.write("".join(stamp + line for line in lines))
                     self.sink.flush()
-                else:
+                if self.unwritten or getattr(self.sink, "failed", False):
                     self.unwritten += len(lines)
             except (OSError, ValueError) as exc:
                 self.unwritten += len(lines)

@@ -18,6 +18,7 @@ line (atomic for a line), shared by the launcher and every rank.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -25,7 +26,7 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -80,6 +81,45 @@ def spared(exc: OSError, what: str) -> bool:
         except (OSError, ValueError):
             pass
     return True
+
+
+class SparedText(io.TextIOBase):
+    """A run-directory text stream whose failed writes (disk full) are one warning, not an
+    error; after the first failure it drops what it is given (``failed`` says so)."""
+
+    def __init__(self, raw: IO[str], what: str) -> None:
+        super().__init__()
+        self._raw, self.what, self.failed = raw, what, False
+        self.name = getattr(raw, "name", what)
+
+    def _fail(self, exc: OSError) -> None:
+        self.failed = True
+        spared(exc, f"{self.what}: lines lost")
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            try:
+                self._raw.write(text)
+            except OSError as exc:
+                self._fail(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.failed and not self._raw.closed:
+            try:
+                self._raw.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._raw.close()
+        except OSError as exc:
+            if not self.failed:
+                self._fail(exc)
+        super().close()
 
 
 def open_new(path: Path) -> int:
@@ -225,8 +265,9 @@ class RunDir:
         return self.logs / f"rank-{rank}.log"
 
     def append(self, relative: str) -> IO[str]:
-        """A text stream appending to a file of the run directory (logs, samples)."""
-        return append_text(self.path / relative)
+        """A text stream appending to a file of the run directory (logs, samples); a write
+        that fails (disk full) is one warning and the stream's ``failed`` (``SparedText``)."""
+        return cast(IO[str], SparedText(append_text(self.path / relative), relative))
 
     def close(self) -> None:
         with self._lock:
