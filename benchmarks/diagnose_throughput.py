@@ -1,16 +1,22 @@
-"""Throughput of the diagnose matcher against `grep -E -f` on the same log.
+"""Whole-process throughput of `distrun diagnose` against `grep -E -f` on the same log.
 
 Generates a training-like log (default 500 MB; ``--mb 50`` for a quick run) in a
-temporary directory, with a handful of real error lines near the end, then times
-the engine's streaming scan and ``grep -E -c -f patterns`` on the same file, with
-the same patterns (the rule set's own), and prints the medians and the ratio
-engine_speed / grep_speed. grep runs with LC_ALL=C, its fastest mode.
+temporary directory under /tmp (deleted at the end), with a handful of real
+error lines near the end, then times, as whole processes with start-up
+included:
 
-Fairness: one untimed run of each first (page cache warm for both); then runs
-alternate, and which goes first flips each round; the engine's time includes
-building its matcher, as grep's includes compiling the patterns; both must
-report the same number of matching lines, or the run fails. ``--backend re``
-times the pure-Python fallback instead of Hyperscan.
+- ``python -m distrun.cli.diagnose LOG`` (the verdict a user reads), and
+- ``grep -E -n -f PATTERNS LOG`` with the same patterns (the rule set's own),
+  LC_ALL=C, grep's fastest mode,
+
+and prints the medians and the ratio engine_speed / grep_speed, for wall time
+and for CPU time (user + system of the child; steadier on a busy machine).
+
+Fairness: one untimed run of each first (page cache warm for both; the engine
+compiles its pattern database once and caches it, in a private cache folder
+here, as it does for a user; the cold first run is printed too); then runs
+alternate, and which goes first flips each round. Before timing, the engine's
+matcher and grep must report the same matching lines, or the run fails.
 
 Not part of the test suite: ``python benchmarks/diagnose_throughput.py --mb 100``.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,8 +35,9 @@ import time
 from pathlib import Path
 
 from distrun.diagnose.matcher import Matcher
-from distrun.diagnose.rules import RuleSet, default_rules
+from distrun.diagnose.rules import default_rules
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 TEMPLATES = (
     "step {i}/200000 | loss {f:.4f} | lr {g:.2e} | grad_norm {f:.3f} | tokens/s {n} | mem 34.{n}GB",
     "[INFO|trainer.py:1715] 2026-11-22 04:39:12,123 >> ***** Running training *****",
@@ -68,60 +76,67 @@ def generate(path: Path, megabytes: int, seed: int = 7) -> None:
             out.write(f"2026-11-22T05:00:00.000000Z err {text}\n".encode())
 
 
-def time_engine(rules: RuleSet, path: Path, fast: bool) -> tuple[float, int]:
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child) of one whole process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    matcher = Matcher(rules, fast=fast)
-    with path.open("rb") as stream:
-        found = sum(1 for _ in matcher.scan_stream(stream))
-    return time.perf_counter() - start, found
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
-def time_grep(patterns: Path, path: Path) -> tuple[float, int]:
-    env = {**os.environ, "LC_ALL": "C"}
-    start = time.perf_counter()
-    done = subprocess.run(
-        ["grep", "-E", "-c", "-f", str(patterns), str(path)],
-        capture_output=True, text=True, env=env, check=False,
-    )
-    return time.perf_counter() - start, int(done.stdout.strip() or 0)
+def same_lines(patterns: Path, log: Path) -> tuple[list[int], list[int]]:
+    with log.open("rb") as stream:
+        engine = sorted({hit.line for hit in Matcher(default_rules()).scan_stream(stream)})
+    done = subprocess.run(["grep", "-E", "-n", "-f", str(patterns), str(log)],
+                          capture_output=True, env={**os.environ, "LC_ALL": "C"}, check=False)
+    grep = [int(row.split(b":", 1)[0]) for row in done.stdout.splitlines()]
+    return engine, grep
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--mb", type=int, default=500, help="log size in MB (default 500)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each (default 5)")
-    parser.add_argument("--backend", choices=("fast", "re"), default="fast",
-                        help="fast: Hyperscan where installed (default); re: the fallback")
     args = parser.parse_args(argv)
-    rules, fast = default_rules(), args.backend == "fast"
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="diagnose-bench-") as tmp:
         log, patterns = Path(tmp) / "train.log", Path(tmp) / "patterns.txt"
-        patterns.write_text("\n".join(rules.all_patterns()) + "\n")
+        patterns.write_text("\n".join(default_rules().all_patterns()) + "\n")
         generate(log, args.mb)
-        size_mb = log.stat().st_size / 1e6
-        runs: dict[str, list[tuple[float, int]]] = {"engine": [], "grep -E": []}
-        timers = {
-            "engine": lambda: time_engine(rules, log, fast),
-            "grep -E": lambda: time_grep(patterns, log),
+        engine_lines, grep_lines = same_lines(patterns, log)
+        if engine_lines != grep_lines:
+            print(f"engine and grep disagree: {engine_lines} vs {grep_lines}", file=sys.stderr)
+            return 1
+        env = {**os.environ, "PYTHONPATH": str(SRC), "DISTRUN_CACHE_DIR": str(Path(tmp) / "cache")}
+        commands = {
+            "distrun diagnose": [sys.executable, "-m", "distrun.cli.diagnose", str(log)],
+            "grep -E": ["grep", "-E", "-n", "-f", str(patterns), str(log)],
         }
-        for timer in timers.values():  # untimed: page cache warm for both
-            timer()
+        grep_env = {**os.environ, "LC_ALL": "C"}
+        envs = {"distrun diagnose": env, "grep -E": grep_env}
+        cold = {name: timed(cmd, envs[name]) for name, cmd in commands.items()}  # untimed
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for round_ in range(args.repeat):
-            for name in sorted(timers, reverse=round_ % 2 == 1):
-                runs[name].append(timers[name]())
-    return report(runs, size_mb, rules, Matcher(rules, fast=fast).finder.name)
+            for name in sorted(commands, reverse=round_ % 2 == 1):
+                runs[name].append(timed(commands[name], envs[name]))
+        size_mb = log.stat().st_size / 1e6
+    return report(runs, cold, size_mb, len(engine_lines))
 
 
-def report(runs: dict[str, list[tuple[float, int]]], size_mb: float, rules: RuleSet, backend: str) -> int:
-    medians = {name: statistics.median(s for s, _ in timed) for name, timed in runs.items()}
-    lines = {name: {n for _, n in timed} for name, timed in runs.items()}
-    print(f"log: {size_mb:.0f} MB, {len(rules.all_patterns())} patterns, engine line finder: {backend}")
-    for name, med in medians.items():
-        print(f"{name:8} {size_mb / med:8.1f} MB/s  (median {med:.3f} s, lines {sorted(lines[name])})")
-    print(f"ratio engine_speed / grep_speed: {medians['grep -E'] / medians['engine']:.2f}")
-    if lines["engine"] != lines["grep -E"]:
-        print("engine and grep disagree on the matching lines", file=sys.stderr)
-        return 1
+def report(runs: dict[str, list[tuple[float, float]]], cold: dict[str, tuple[float, float]],
+           size_mb: float, lines: int) -> int:
+    print(f"log: {size_mb:.0f} MB, {len(default_rules().all_patterns())} patterns, "
+          f"{lines} matching lines (engine and grep agree)")
+    wall = {name: statistics.median(w for w, _ in timed) for name, timed in runs.items()}
+    cpu = {name: statistics.median(c for _, c in timed) for name, timed in runs.items()}
+    for name in runs:
+        print(f"{name:17} wall {size_mb / wall[name]:7.1f} MB/s (median {wall[name]:.3f} s)  "
+              f"cpu {cpu[name]:.3f} s  (first run: wall {cold[name][0]:.3f} s)")
+    engine, grep = "distrun diagnose", "grep -E"
+    print(f"ratio engine_speed / grep_speed, whole process: wall {wall[grep] / wall[engine]:.2f}, "
+          f"cpu {cpu[grep] / cpu[engine]:.2f}")
     return 0
 
 

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from distrun.errors import UsageError
+from distrun.model.userfile import read_user_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,20 +30,20 @@ class Settings(BaseModel):
 
     nnodes: str | int | None = None
     nproc_per_node: str | int | None = None
-    node_rank: int | None = None
+    node_rank: int | None = Field(None, ge=0)
     master_addr: str | None = None
-    master_port: int | None = None
+    master_port: int | None = Field(None, ge=1, le=65535)
     rdzv_backend: str | None = None
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
     rdzv_conf: str | None = None
-    max_restarts: int | None = None
-    monitor_interval: float | None = None
+    max_restarts: int | None = Field(None, ge=0)
+    monitor_interval: float | None = Field(None, gt=0)
     local_addr: str | None = None
     inventory: str | None = None
     backend: str | None = None
-    global_batch_size: int | None = None
-    per_device_batch_size: int | None = None
+    global_batch_size: int | None = Field(None, ge=1)
+    per_device_batch_size: int | None = Field(None, ge=1)
     run_dir: str | None = None
     preset: Literal["conservative", "balanced", "aggressive"] | None = None
     train: dict[str, Any] | None = None  # the user's own hyper-parameters, passed to the script
@@ -50,11 +51,9 @@ class Settings(BaseModel):
 
 def load(path: str) -> dict[str, Any]:
     """The settings in ``path`` as parser defaults (strings where torchrun expects strings)."""
+    text = read_user_text(path, "config", "pass --config the path of a TOML file of settings")
     try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"config {path}: cannot read it ({exc.strerror})",
-                         fix="pass --config the path of a readable TOML file") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config {path}: not valid TOML ({exc})",
                          fix="correct the line named, e.g. nproc_per_node = 8") from None

@@ -20,9 +20,10 @@ def test_human_output_names_cause_rank_evidence_and_fix(capsys: pytest.CaptureFi
     case = CORPUS / "memory" / "oom-rank1-others-timeout.log"
     assert main([str(case)]) == 0
     out = capsys.readouterr().out
-    assert "Root cause: Device out of memory (CUDA OOM) [cuda-out-of-memory]" in out
+    assert "Root cause: Device out of memory (OOM on the accelerator) [cuda-out-of-memory]" in out
     assert "where: rank 1" in out
-    assert f"{case}:4  [rank1]: torch.OutOfMemoryError: CUDA out of memory." in out
+    assert f"{case}:4  torch.OutOfMemoryError: CUDA out of memory." in out
+    assert "confidence: high" in out
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in out
     assert "rank 0: collective-timeout" in out
 
@@ -80,3 +81,99 @@ def test_module_entry_point_runs_as_a_process(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("distrun diagnose: error: ") and says in captured.err
+    assert len(captured.err.splitlines()) == 1 and "fix: " in captured.err
+
+
+def test_fifo_is_refused_without_reading_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)  # nobody writes: reading it would block forever
+    one_line_error(capsys, [str(fifo)], "is not a regular file")
+
+
+def test_dev_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    one_line_error(capsys, ["/dev/zero"], "/dev/zero is not a regular file")
+
+
+def test_directory_without_logs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 10)
+    one_line_error(capsys, [str(tmp_path)], "holds no log files")
+
+
+def test_binary_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blob = tmp_path / "core.log"
+    blob.write_bytes(bytes(range(256)) * 100)
+    one_line_error(capsys, [str(blob)], "is binary")
+
+
+def test_non_utf8_text_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "latin1.log"
+    log.write_bytes("d\xe9j\xe0 vu\nRuntimeError: CUDA out of memory.\n".encode("latin-1"))
+    assert main([str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["causes"][0]["id"] == "cuda-out-of-memory"
+
+
+def test_utf16_log_from_powershell_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes("step 1\r\nRuntimeError: Address already in use\r\n".encode("utf-16"))
+    assert main([str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["causes"][0]["id"] == "address-in-use"
+
+
+def test_evidence_lines_are_capped_in_both_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "huge.log"
+    log.write_text("RuntimeError: CUDA out of memory. " + "x" * 2_000_000 + "\n")
+    assert main([str(log), "--json"]) == 0
+    text = json.loads(capsys.readouterr().out)["causes"][0]["evidence"][0]["text"]
+    assert len(text) == 500 and text.endswith("...")
+    assert main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 5000 and "x" * 400 + "..." in out
+
+
+def test_confidence_in_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:
+    case = str(CORPUS / "collective" / "watchdog-all-ranks.log")
+    assert main([case, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "cause" and data["confidence"] == "medium"
+    assert data["causes"][0]["confidence"] == "medium"
+    assert "only consequences" in data["causes"][0]["note"]
+    assert main([case]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Only consequences found (the root cause is not in these logs): ")
+    assert "confidence: medium" in out and "note: only consequences" in out
+
+
+def test_single_300_mb_line_stays_in_bounded_memory(tmp_path: Path) -> None:
+    """A 300 MB log with no newline: the process stays far below 1 GB and ends quickly."""
+    log = tmp_path / "one-line.log"
+    with log.open("wb") as out:
+        out.write(b"RuntimeError: CUDA out of memory. ")
+        block = b"y" * (1 << 20)
+        for _ in range(300):
+            out.write(block)
+    probe = (
+        "import resource, sys; from distrun.cli.diagnose import main; code = main(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, code)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", probe, str(log), "--json"], capture_output=True,
+                          text=True, env=env, check=False, timeout=120)
+    peak_kib, code = done.stdout.strip().splitlines()[-1].split()
+    assert code == "0"
+    assert int(peak_kib) < 300 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
+    assert '"cuda-out-of-memory"' in done.stdout

@@ -119,7 +119,8 @@ def test_error_json_is_read_with_its_rank(tmp_path: Path) -> None:
 
 def test_empty_dir_gives_empty_causes(tmp_path: Path) -> None:
     result = diagnose([tmp_path])
-    assert to_json(result) == {"causes": [], "unrecognised": [], "failed_ranks": []}
+    assert to_json(result) == {"verdict": "nothing-failed", "confidence": None, "causes": [],
+                               "unrecognised": [], "failed_ranks": []}
     assert not result.failed
 
 
@@ -151,5 +152,160 @@ def test_lines_split_across_chunks_are_found(tmp_path: Path, monkeypatch: object
     filler = "".join(f"step {i} loss 1.0\n" for i in range(5000))
     log.write_text(filler + "RuntimeError: CUDA error: invalid device ordinal\n" + filler)
     monkeypatch.setattr(matcher, "CHUNK_BYTES", 4096)  # type: ignore[attr-defined]
+    monkeypatch.setattr(matcher, "SMALL_BYTES", 1000)  # type: ignore[attr-defined]
     evidence = to_json(diagnose([log]))["causes"][0]["evidence"][0]
     assert evidence["line"] == 5001
+
+
+def watchdog(rank: int, op: str, numel: int) -> str:
+    return (f"[rank{rank}]:[E1206 18:44:12 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught "
+            f"collective operation timeout: WorkNCCL(SeqNum=41, OpType={op}, NumelIn={numel}, "
+            f"NumelOut={numel}, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.")
+
+
+def test_timeouts_in_different_collectives_are_a_mismatch_not_a_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 1024), watchdog(1, "ALLREDUCE", 1024),
+                              watchdog(2, "BROADCAST", 1024), watchdog(3, "ALLREDUCE", 1024)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 2, "medium")
+
+
+def test_timeouts_with_different_sizes_are_a_mismatch(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 1024), watchdog(1, "ALLREDUCE", 2048),
+                              watchdog(2, "ALLREDUCE", 1024)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
+
+
+def test_same_collective_everywhere_stays_a_timeout_and_names_the_silent_rank(
+    tmp_path: Path,
+) -> None:
+    run = make_run(tmp_path, {r: [line(40 + r, watchdog(r, "ALLREDUCE", 8))] for r in (0, 1, 3)}
+                   | {2: [line(1, "step 1", "out")]}, [])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("collective-timeout", "medium")
+    assert "look in the log of rank 2" in root["note"]
+
+
+def test_cause_later_in_the_file_beats_earlier_consequences(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(watchdog(0, "ALLREDUCE", 8) + "\n"
+                   "[rank1]: RuntimeError: Connection reset by peer\n"
+                   "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("cuda-out-of-memory", 3, "high")
+
+
+def test_summary_only_points_at_the_rank_it_names(tmp_path: Path) -> None:
+    log = tmp_path / "launcher.log"
+    log.write_text("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "Root Cause (first observed failure):\n[0]:\n"
+                   "  rank      : 5 (local_rank: 1)\n  exitcode  : 1 (pid: 42)\n"
+                   "  error_file: <N/A>\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("elastic-summary-no-root-cause", 5)
+    assert "look in the log of rank 5" in root["note"]
+
+
+def test_cause_on_a_rank_other_than_the_first_failure_is_not_confident(tmp_path: Path) -> None:
+    log = tmp_path / "launcher.log"
+    summary = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+               "Root Cause (first observed failure):\n[0]:\n"
+               "  rank      : {rank} (local_rank: {rank})\n  exitcode  : 1 (pid: 42)\n")
+    oom = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB\n"
+    log.write_text(oom + summary.format(rank=5))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("cuda-out-of-memory", 3, "medium")
+    log.write_text(oom + summary.format(rank=3))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("cuda-out-of-memory", 3, "high")
+
+
+def test_weak_wording_alone_gives_low_confidence(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("step 9\nwarning: worker reported: Cannot allocate memory\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("host-oom-or-killed", "low")
+
+
+def test_unknown_error_before_the_cause_lowers_confidence(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("ValueError: shard 7 is empty\n" + "step\n" * 20
+                   + "RuntimeError: CUDA error: invalid device ordinal\n")
+    result = to_json(diagnose([log]))
+    assert (result["causes"][0]["id"], result["confidence"]) == (
+        "cuda-invalid-device-ordinal", "medium")
+    assert result["unrecognised"][0]["text"] == "ValueError: shard 7 is empty"
+
+
+def test_distrun_stall_verdict_is_the_cause(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {0: [line(50, watchdog(0, "ALLREDUCE", 8))], 1: []}, [
+        {"time": T0 + "30.000000Z", "event": "stalled", "rank": 1, "culprit": True},
+        {"time": T0 + "30.000000Z", "event": "stall_verdict", "ranks": [1],
+         "message": "rank 1 stalled in train.py:42; others wait in all_reduce", "action": "stop"},
+        {"time": T0 + "31.000000Z", "event": "rank_exited", "rank": 1, "exitcode": -15,
+         "signal": "SIGTERM", "error_file": None},
+    ])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("distrun-stall", 1, "high")
+    assert "rank 1 stalled in train.py:42" in root["evidence"][0]["text"]
+
+
+def test_first_rank_ended_by_sigterm_is_stopped_externally(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {0: [line(1, "step 1", "out")]}, [
+        {"time": T0 + "09.000000Z", "event": "rank_exited", "rank": 0, "exitcode": -15,
+         "signal": "SIGTERM", "error_file": None}])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("stopped-externally", "medium")
+
+
+def test_slurm_time_limit_beats_the_teardown_errors(tmp_path: Path) -> None:
+    log = tmp_path / "slurm-42.out"
+    log.write_text("step 90000\nslurmstepd: error: *** JOB 42 ON gpu7 CANCELLED AT "
+                   "2026-11-22T04:00:00 DUE TO TIME LIMIT ***\n"
+                   "[rank0]: RuntimeError: Connection reset by peer\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("stopped-externally", "high")
+
+
+def test_exit_time_abort_after_a_real_cause_is_not_the_cause(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("[rank2]: RuntimeError: CUDA error: invalid device ordinal\n"
+                   "terminate called without an active exception\n")
+    causes = to_json(diagnose([log]))["causes"]
+    assert [c["id"] for c in causes] == ["cuda-invalid-device-ordinal", "exit-time-abort"]
+
+
+def test_cuda_error_inside_a_frameworks_init_dist_is_the_frameworks_cuda_only_init(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "gcu.log"
+    log.write_text(
+        'Traceback (most recent call last):\n  File "tools/train.py", line 104, in main\n'
+        "    init_dist(args.launcher)\n"
+        '  File "/usr/lib/python3/site-packages/mmengine/dist/utils.py", line 130, in '
+        "_init_dist_pytorch\n    torch.cuda.set_device(local_rank)\n"
+        "RuntimeError: Found no NVIDIA driver on your system.\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "framework-cuda-only-init"
+    assert "launcher='none'" in root["fix"][0]
+    plain = tmp_path / "plain.log"
+    plain.write_text("RuntimeError: Found no NVIDIA driver on your system.\n")
+    assert to_json(diagnose([plain]))["causes"][0]["id"] == "cuda-unavailable"
+
+
+def test_millions_of_error_lines_keep_only_the_earliest(tmp_path: Path) -> None:
+    log = tmp_path / "noisy.log"
+    log.write_text("[rank1]: RuntimeError: CUDA error: invalid device ordinal\n"
+                   + "[rank0]: ValueError: retrying batch\n" * 200_000)
+    from distrun.diagnose.engine import KEEP_PER_RANK, matcher_for, place
+    from distrun.diagnose.rules import default_rules
+
+    rules = default_rules()
+    with log.open("rb") as stream:
+        hits = place(matcher_for(rules).scan_stream(stream), None, str(log), rules)
+    assert len(hits) == 1 + KEEP_PER_RANK
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-invalid-device-ordinal", 1)

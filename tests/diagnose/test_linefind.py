@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
-from tests.diagnose.test_corpus import CORPUS, LABELS
+from tests.diagnose.test_corpus import LABELS, verdict
 
-from distrun.diagnose import default_rules, diagnose, linefind, matcher
+from distrun.diagnose import default_rules, engine, linefind, matcher
 from distrun.diagnose.matcher import Matcher, RawHit
 
 LOG = b"".join(
@@ -36,9 +37,13 @@ def scan(fast: bool) -> list[RawHit]:
     return list(Matcher(default_rules(), fast=fast).scan_stream(io.BytesIO(LOG)))
 
 
+@pytest.mark.parametrize("small", [0, 4 << 20])  # 0: the chunked path even for this log
 @pytest.mark.parametrize("chunk", [64, 4096, 1 << 20])  # 64: lines cut at every chunk edge
-def test_both_finders_find_the_same_lines(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_finders_find_the_same_lines(
+    chunk: int, small: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(matcher, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(matcher, "SMALL_BYTES", small)
     fast, fallback = scan(fast=True), scan(fast=False)
     assert [(h.rule_id, h.line) for h in fast] == EXPECTED
     assert fast == fallback
@@ -51,16 +56,14 @@ def test_hyperscan_is_used_where_installed() -> None:
     assert Matcher(default_rules(), fast=False).finder.name == "re"
 
 
-def test_without_the_package_the_corpus_still_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_package_the_corpus_gets_the_same_verdicts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = {case: verdict(case) for case in LABELS}
     monkeypatch.setattr(linefind, "_hs", None)
+    monkeypatch.setattr(engine, "matcher_for", Matcher)
     assert Matcher(default_rules()).finder.name == "re"
-    wrong = []
-    for case, label in LABELS.items():
-        result = diagnose([CORPUS / case])
-        rule = result.causes[0].rule.id if result.causes else ""
-        if rule != label["rule"]:
-            wrong.append(f"{case}: got {rule or 'no known cause'}, expected {label['rule']}")
-    assert not wrong, "\n".join(wrong)
+    assert {case: verdict(case) for case in LABELS} == fast
 
 
 def test_a_pattern_hyperscan_rejects_falls_back_to_re(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,3 +74,28 @@ def test_a_pattern_hyperscan_rejects_falls_back_to_re(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(linefind.HyperscanFinder, "__init__", refuse)
     assert Matcher(default_rules()).finder.name == "re"
+
+
+def test_packaged_rules_pass_every_pattern_check() -> None:
+    from distrun.diagnose.rules import RULES_FILE, load_rules
+
+    assert load_rules(RULES_FILE.read_text("utf-8")) == default_rules()
+
+
+def test_compiled_database_is_cached_and_reused(tmp_path: Path) -> None:
+    pytest.importorskip("hyperscan", reason="the cache holds Hyperscan databases")
+    env = {"DISTRUN_CACHE_DIR": str(tmp_path)}
+    patterns = default_rules().all_patterns()
+    first = linefind.HyperscanFinder(patterns, env)
+    [cached] = tmp_path.glob("diagnose-*.hsdb")
+    second = linefind.HyperscanFinder(patterns, env)
+    line = b"torch.OutOfMemoryError: CUDA out of memory."
+    assert first.matching(line) == second.matching(line) != set()
+    cached.write_bytes(b"garbage")  # a broken cache costs a compile, never a wrong answer
+    assert linefind.HyperscanFinder(patterns, env).matching(line) == first.matching(line)
+
+
+def test_docs_describe_every_rule() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "diagnose.md").read_text("utf-8")
+    missing = [r.id for r in default_rules().rule if f"### `{r.id}`" not in docs]
+    assert not missing, f"docs/diagnose.md lacks: {missing}"

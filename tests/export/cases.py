@@ -32,10 +32,12 @@ def mi300_single() -> LaunchPlan:
 
 CASES = {
     "2x8xH100": (h100, ExportOptions(job_name="train", time="02:00:00", partition="gpu",
-                                     account="proj-42", image="nvcr.io/nvidia/pytorch:25.01-py3")),
+                                     account="proj-42", image="nvcr.io/nvidia/pytorch:25.01-py3",
+                                     hosts=("gpu-a01", "gpu-a02"))),
     "2x2xcpu-c10d": (cpu_c10d, ExportOptions(job_name="cpu-job", namespace="research",
                                              sbatch_output="logs/%x-%j.out",
-                                             sbatch_error="logs/%x-%j.err", machine_rank=1)),
+                                             sbatch_error="logs/%x-%j.err", machine_rank=1,
+                                             hosts=("10.0.0.1", "10.0.0.2"))),
     "1x8xMI300X": (mi300_single, ExportOptions(job_name="mi300")),
 }
 EXTENSIONS = {"slurm": "sbatch", "accelerate": "yaml", "deepspeed": "hostfile", "k8s": "yaml"}

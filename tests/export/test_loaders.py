@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from distrun.export import ExportOptions, render
+from tests.conftest import run_cli
 from tests.export.cases import cpu_c10d, h100
 
 
@@ -45,14 +46,53 @@ def test_accelerate_loads_a_cpu_c10d_config_for_machine_1(tmp_path: Path) -> Non
     assert cfg.use_cpu is True
     assert (cfg.main_process_ip, cfg.main_process_port, cfg.rdzv_backend) == (
         "10.0.0.1", 29400, "c10d")
+    # several CPU processes: only accelerate's mpirun path starts them all
+    assert cfg.mpirun_config == {"mpirun_hostfile": "hostfile"}
 
 
 def test_deepspeed_reads_the_hostfile(tmp_path: Path) -> None:
     runner = pytest.importorskip("deepspeed.launcher.runner")
-    path = _write(tmp_path, "hostfile", render("deepspeed", h100(), ExportOptions()))
+    options = ExportOptions(hosts=("gpu-a01", "gpu-a02"))
+    path = _write(tmp_path, "hostfile", render("deepspeed", h100(), options))
     pool = runner.fetch_hostfile(str(path))
-    assert dict(pool) == {"node0": 8, "node1": 8}
-    assert list(pool) == ["node0", "node1"]
+    assert list(pool.items()) == [("gpu-a01", 8), ("gpu-a02", 8)]
+
+
+HOSTS_FILE = "# the cluster\ncn-a slots=2\ncn-b slots=2\n"
+
+
+@pytest.mark.parametrize(("flags", "env", "hosts"), [
+    (["--host", "cn-a,cn-b"], {}, ["cn-a", "cn-b"]),
+    (["--hostfile", "hosts.txt"], {}, ["cn-a", "cn-b"]),
+    ([], {"SLURM_JOB_NODELIST": "cn[07-08]"}, ["cn07", "cn08"]),
+])
+def test_cli_hostfile_names_the_real_hosts(tmp_path: Path, flags: list[str],
+                                           env: dict[str, str], hosts: list[str]) -> None:
+    """What 'deepspeed --hostfile' would read: the hosts given, never node0/node1."""
+    runner = pytest.importorskip("deepspeed.launcher.runner")
+    (tmp_path / "hosts.txt").write_text(HOSTS_FILE)
+    args = ["export", "deepspeed", "--inventory", "2x2xcpu", "--nproc-per-node", "2", *flags,
+            "--output", "out.hostfile", "train.py"]
+    done = run_cli(args, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    pool = runner.fetch_hostfile(str(tmp_path / "out.hostfile"))
+    assert list(pool.items()) == [(h, 2) for h in hosts]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ([], "no host name for node 0 ('node0' stands in for it)"),
+    (["--master-addr", "10.1.2.3"], "no host name for node 1 ('node1' stands in for it)"),
+    (["--host", "cn-a"], "1 host name(s) given (cn-a) for a plan of 2 nodes"),
+    (["--host", "cn-a,-oProxyCommand=x"], "is not a host name"),
+])
+def test_cli_refuses_a_hostfile_without_real_hosts(tmp_path: Path, flags: list[str],
+                                                   message: str) -> None:
+    done = run_cli(["export", "deepspeed", "--inventory", "2x2xcpu", *flags, "train.py"],
+                   cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
 
 
 def test_k8s_manifest_has_one_pod_per_node() -> None:

@@ -63,3 +63,29 @@ def test_node_scripts_run_a_2x2_job(tmp_path: Path, marker: str) -> None:
     assert sorted(int(r) for r, _ in reports[0]) == [0, 1]
     assert sorted(int(r) for r, _ in reports[1]) == [2, 3]
     assert {a for node in reports for _, a in node} == {repr(ARGS)}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("torchrun", ["python -m torch.distributed.run", "distrun launch"])
+def test_torchrun_is_a_command_not_one_word(tmp_path: Path, marker: str, torchrun: str) -> None:
+    """``--torchrun "python -m torch.distributed.run"`` once became one quoted word (exit 127)."""
+    (tmp_path / "worker.py").write_text(WORKER)
+    done = run_cli(["export", "shell", "--inventory", "1x2xcpu", "--nproc-per-node", "2",
+                    "--torchrun", torchrun, "--output", str(tmp_path / "nodes"),
+                    str(tmp_path / "worker.py"), *ARGS], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    script = (tmp_path / "nodes" / "node-0.sh").read_text()
+    assert f"exec {torchrun} --standalone" in script  # the words, each quoted on its own
+    bindir = str(Path(sys.executable).parent)  # python, distrun: the venv's
+    env = cli_env({"DISTRUN_TEST_MARK": marker, "OMP_NUM_THREADS": "1",
+                   "PATH": bindir + os.pathsep + os.environ.get("PATH", "")})
+    run = subprocess.run(["bash", str(tmp_path / "nodes" / "node-0.sh")], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    ranks = re.findall(r"^\[rank\] (\d)/2 sum=3 args=(.*)$", run.stdout, re.M)
+    # distrun launch shows rank 0 on the console (the others are in the run's logs); "/2
+    # sum=3" is the all-reduce over both ranks either way.
+    expected = [0] if torchrun.startswith("distrun") else [0, 1]
+    assert sorted(int(r) for r, _ in ranks) == expected, run.stdout[-2000:]
+    assert {a for _, a in ranks} == {repr(ARGS)}

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from distrun.accelerators.inventory import DEVICES_PER_NODE_MAX, NODES_MAX, parse_declared
+from distrun.accelerators.inventory import parse_declared
+from distrun.accelerators.vendors import DEVICES_PER_NODE_MAX, NODES_MAX
 from distrun.errors import UsageError
 from tests.fuzz.harness import call_main
 
@@ -27,9 +28,6 @@ pytestmark = pytest.mark.timeout(300)
 # an xfailed surface took minutes); derandomize: the same examples every run.
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-TYPED = pytest.mark.xfail(strict=False, reason="fixed by typed-plan")
-OTHERS = pytest.mark.xfail(strict=False, reason="fixed by typed-plan|run-record|diag-engine")
-RECORD = pytest.mark.xfail(strict=False, reason="fixed by run-record (monitor/report readers)")
 
 # No NUL: argv and environment values cannot carry one.
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -84,7 +82,6 @@ def test_launch_dry_run_flags(extra: list[str]) -> None:
         call_main(["launch", "--dry-run", *extra, "t.py"], work, timeout=30).check()
 
 
-@TYPED
 @FUZZ
 @given(kind=st.sampled_from(["slurm", "accelerate", "deepspeed", "k8s", "shell", "bogus"]),
        extra=flags(EXPORT_FLAGS))
@@ -180,7 +177,6 @@ EVENT = st.one_of(
 RUN_FILES = ["events.jsonl", "samples.jsonl", "plan.json", "summary.json", "logs/rank-0.log"]
 
 
-@RECORD
 @FUZZ
 @given(files=st.dictionaries(st.sampled_from(RUN_FILES), st.lists(EVENT, max_size=4),
                              max_size=4))

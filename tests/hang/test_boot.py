@@ -38,7 +38,12 @@ def test_active_rank_imports_no_torch_at_start(tmp_path: Path) -> None:
 
 
 def test_distrun_missing_is_one_warning_line_and_the_script_runs(tmp_path: Path) -> None:
-    done = python("print('script ran'); raise SystemExit(7)", [BOOT_DIR],
+    # a worker environment where distrun does not import (an editable or site install would
+    # otherwise answer): a package of that name that fails, first on the path
+    missing = tmp_path / "missing" / "distrun"
+    missing.mkdir(parents=True)
+    (missing / "__init__.py").write_text("raise ImportError('No module named distrun')\n")
+    done = python("print('script ran'); raise SystemExit(7)", [BOOT_DIR, str(missing.parent)],
                   DISTRUN_INSTRUMENT="1", RANK="0", DISTRUN_RUN_DIR=str(tmp_path))
     assert done.returncode == 7 and done.stdout == "script ran\n"
     assert done.stderr.startswith("distrun: instrument: off in this process (")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from distrun.accelerators.inventory import parse_declared
+from distrun.accelerators.sessions import NVML, open_session
 from distrun.launch.rundir import RunDir
 from distrun.model.plan import Request
 from distrun.monitor.devices import NvmlSampler
@@ -110,7 +111,8 @@ def test_one_process_on_a_declared_8_device_node_warns_7_idle(tmp_path: Path,
               *[dict(H100) for _ in range(7)]]
     out = io.StringIO()
     watcher = Watcher(run, plan, WatchConfig(interval_s=0.2, settle_s=0.5),
-                      LauncherActions(run, out), sampler=NvmlSampler(fake_nvml(boards)))
+                      LauncherActions(run, out),
+                      sampler=NvmlSampler(open_session(NVML, lambda name: fake_nvml(boards))))
     watcher.start()
     try:
         deadline = time.monotonic() + 8
@@ -137,7 +139,8 @@ def test_monitor_json_snapshot_of_a_finished_run(healthy: tuple[Path, str]) -> N
     assert [r["rank"] for r in snap["ranks"]] == [0, 1]
     for r in snap["ranks"]:
         assert r["device"] == "cpu" and r["step"] > 0 and r["loss"] is not None
-        assert r["status"] == "running" and r["heartbeat_age_s"] < 5
+        assert r["status"] == "exited 0" and r["heartbeat_age_s"] < 5  # not "running"
+        assert r["steps_per_second"] is not None and r["steps_per_second"] > 0  # one read
 
 
 def test_monitor_of_a_missing_run_dir_is_a_usage_error(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ def check_two_ranks(out: Path, environment: str) -> None:
         r = result(out, rank)
         assert (r["rank"], r["local_rank"], r["world_size"], r["node_rank"]) == (rank, rank, 2, 0)
         assert (r["environment"], r["device"], r["backend"]) == (environment, "cpu", "gloo")
+        assert (r["device_class"], r["device_type"]) == ("torch.device", "cpu")
         assert r["sum"] == 3.0 and r["ckpt_seen"] is True and r["is_main"] == (rank == 0)
         assert r["cuda_calls"] == [] and r["warnings"] == []
 
@@ -99,4 +100,34 @@ def test_jax_two_cpu_processes(tmp_path: Path, marker: str) -> None:
         assert (r["rank"], r["world_size"], r["backend"], r["environment"]) == (
             rank, 2, "jax", "manual")
         assert (r["process_count"], r["process_index"], r["sum"]) == (2, rank, 3.0)
-        assert r["device"] == "cpu:" + str(r["device"]).split(":")[1] and r["ckpt_seen"] is True
+        # the host-local device, not the job-wide id (process 1's first CPU device is id 2048)
+        assert (r["device"], r["ckpt_seen"]) == ("cpu:0", True)
+        assert str(r["device_class"]).startswith("jax") and "Device" in str(r["device_class"])
+
+
+DDP_ALWAYS = """\
+import torch, distrun
+from torch.nn.parallel import DistributedDataParallel
+ctx = distrun.init()
+model = DistributedDataParallel(torch.nn.Linear(2, 1).to(ctx.device))  # no world-size check
+model(torch.ones(1, 2)).sum().backward()
+print(f"ddp ok world={ctx.world_size} backend={ctx.backend} env={ctx.environment}", flush=True)
+distrun.shutdown()
+"""
+
+
+def test_one_process_under_a_launcher_gets_a_process_group(tmp_path: Path, marker: str) -> None:
+    """As under `torchrun --nproc-per-node 1`: a script that always wraps DDP runs with one
+    process (it failed with 'Default process group has not been initialized')."""
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_ALWAYS)
+    env = worker_env(marker)
+    proc = run([sys.executable, "-m", "distrun.cli.main", "launch", "--nproc-per-node", "1",
+                "--run-dir", str(tmp_path / "run"), str(script), marker], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ddp ok world=1 backend=gloo env=torchelastic" in proc.stdout
+    assert "Default process group has not been initialized" not in proc.stderr
+    by_hand = run([sys.executable, str(script), marker],
+                  {**env, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}, tmp_path)
+    assert by_hand.returncode == 0, by_hand.stderr
+    assert "ddp ok world=1 backend=gloo env=manual" in by_hand.stdout

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 import distrun
 from distrun import cluster
@@ -40,7 +41,9 @@ def facts(env: dict[str, str]) -> cluster.RankFacts:
 def test_single_process_context_and_heartbeat(tmp_path: Path) -> None:
     ctx = distrun.init(env={"DISTRUN_RUN_DIR": str(tmp_path)})
     assert (ctx.rank, ctx.local_rank, ctx.world_size, ctx.node_rank) == (0, 0, 1, 0)
-    assert (ctx.device, ctx.backend, ctx.environment, ctx.is_main) == ("cpu", None, "single", True)
+    assert (ctx.device, ctx.backend, ctx.environment, ctx.is_main) == (
+        torch.device("cpu"), None, "single", True)
+    assert ctx.device.type == "cpu" and ctx.device_name == "cpu"
     assert distrun.init() is ctx and distrun.current() is ctx
     ctx.step(7, loss=0.25)
     beat = (tmp_path / "heartbeats" / "rank-0").read_bytes()
@@ -227,3 +230,14 @@ def test_mpirun_node_rank_is_the_node_not_the_rank_on_it() -> None:
            "OMPI_COMM_WORLD_NODE_RANK": "1"}
     assert facts(env).node_rank == 0
     assert facts({**env, "OMPI_COMM_WORLD_RANK": "3"}).node_rank == 1
+
+
+def test_jax_processes_sharing_a_gpu_get_the_memory_advice() -> None:
+    env = {**TORCHRUN, "LOCAL_WORLD_SIZE": "4"}
+    advice = jax_runtime.memory_advice(facts(env), env, "cuda", 2)
+    assert advice is not None and advice.startswith("4 JAX processes on 2 cuda device(s)")
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in advice and "MEM_FRACTION=0.45" in advice
+    assert jax_runtime.memory_advice(facts(env), env, "cuda", 4) is None  # one per device
+    assert jax_runtime.memory_advice(facts(env), env, "cpu", 0) is None
+    set_by_user = {**env, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    assert jax_runtime.memory_advice(facts(set_by_user), set_by_user, "cuda", 2) is None

@@ -38,6 +38,7 @@ def run_torch(ctx, out: dict[str, object]) -> None:  # type: ignore[no-untyped-d
     import torch.distributed as dist
 
     t = torch.tensor([float(ctx.rank + 1)])
+    out["device_type"] = ctx.device.type  # a torch.device, as Accelerator.device is
     if ctx.distributed:
         dist.all_reduce(t)
     out["sum"] = float(t.item())
@@ -71,7 +72,9 @@ def main() -> int:
             return 3
     out: dict[str, object] = {
         "rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size,
-        "node_rank": ctx.node_rank, "device": ctx.device, "backend": ctx.backend,
+        "node_rank": ctx.node_rank, "device": ctx.device_name,
+        "device_class": f"{type(ctx.device).__module__}.{type(ctx.device).__name__}",
+        "backend": ctx.backend,
         "environment": ctx.environment, "is_main": ctx.is_main,
         "warnings": [str(w.message) for w in seen],
     }

@@ -59,6 +59,8 @@ def test_exported_sbatch_job_runs_every_rank(slurm_cluster: SlurmCluster, marker
     done = run_cli(["export", "slurm", "--inventory", "2x2xcpu", "--nproc-per-node", "2",
                     "--master-port", str(free_port()), "--job-name", "distrun-slurm-test",
                     "--time", "5", "--partition", "debug",
+                    # a command of several words (once quoted as one: exit 127 "not found")
+                    "--torchrun", "python -m torch.distributed.run",
                     "--sbatch-output", str(logs / "%x-%j.out"),
                     "--sbatch-error", str(logs / "%x-%j.err"),
                     "--output", str(script), "--submit", str(worker), *ARGS],
@@ -68,6 +70,7 @@ def test_exported_sbatch_job_runs_every_rank(slurm_cluster: SlurmCluster, marker
     assert job_id.isdigit(), done.stdout
     assert f"submitted batch job {job_id}" in done.stderr
     assert "#SBATCH --nodes=2\n" in script.read_text()
+    assert "  python -m torch.distributed.run --nnodes 2 " in script.read_text()
 
     info = slurm_cluster.wait_job(job_id, timeout=120)
     out = logs / f"distrun-slurm-test-{job_id}.out"

@@ -1,47 +1,61 @@
-"""When the hang watch stops a job by itself: only when waiting cannot succeed, at the
+"""When the hang detector stops a job by itself: only when waiting cannot succeed, at the
 backend's own timeout, or after an explicit --stall-timeout; never with --stall-action warn.
-And the proof line, as a pure function of the progress files and CPU use."""
+The proof line, as a pure function of the progress files and CPU use. The hang detector as a
+decision over the Tick (no I/O), and the one watcher loop acting on what it returns."""
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from distrun.model.progress import RankProgress
+import pytest
+
+from distrun.accelerators.inventory import parse_declared
+from distrun.model.findings import Finding
+from distrun.model.plan import Request
+from distrun.model.progress import GroupProgress, RankProgress
+from distrun.model.rundir import RunDir
+from distrun.monitor.detectors import Notice, Tick, Verdict, WatchConfig
 from distrun.monitor.hang import HangVerdict, Kind
-from distrun.monitor.hangwatch import HangConfig, HangWatch, proof
+from distrun.monitor.hangdetect import (
+    HangConfig,
+    HangDetector,
+    ProofDetector,
+    hang_detectors,
+    proof,
+    should_stop,
+)
+from distrun.monitor.nodewatch import NodeWatch
+from distrun.monitor.samples import DeviceReading, ProcSample
+from distrun.monitor.stall import Stack
+from distrun.monitor.state import RankState, RunState
+from distrun.monitor.watcher import Watcher
+from distrun.plan.planner import build
 
-
-class FakeRun:
-    def __init__(self, path: Path) -> None:
-        self.path, self.logs = path, path / "logs"
-
-    def event(self, name: str, **fields: Any) -> None: ...
-
-    def write_json(self, name: str, data: Any) -> None: ...
+NOW = 1_700_000_100.0
+PLAN = build(Request(script="train.py", nproc_per_node="2"), parse_declared("1x2xcpu"))
 
 
 def verdict(kind: Kind, waited: float, timeout: float | None = 1800.0) -> HangVerdict:
     return HangVerdict(kind, (1,), (0,), "0", 4, "gloo:all_reduce", (), waited, (), {}, timeout)
 
 
-def watch(tmp_path: Path, **config: Any) -> HangWatch:
-    return HangWatch(FakeRun(tmp_path), [0, 1], HangConfig(**config), stop_job=lambda pids: None)
-
-
-def test_default_names_and_waits_until_the_backend_timeout(tmp_path: Path) -> None:
-    w = watch(tmp_path)
-    assert w._should_stop(verdict(Kind.BUSY, 90.0)) == (False, "")
-    assert w._should_stop(verdict(Kind.IDLE, 1796.0)) == (
+def test_default_names_and_waits_until_the_backend_timeout() -> None:
+    config = HangConfig()
+    assert should_stop(verdict(Kind.BUSY, 90.0), config) == (False, "")
+    assert should_stop(verdict(Kind.IDLE, 1796.0), config) == (
         True, "the backend's own timeout (1800 s) is about to fire")
-    assert w._should_stop(verdict(Kind.MISMATCH, 10.0)) == (True, "waiting cannot succeed")
-    assert w._should_stop(verdict(Kind.GONE, 0.5)) == (True, "waiting cannot succeed")
+    assert should_stop(verdict(Kind.MISMATCH, 10.0), config) == (True, "waiting cannot succeed")
+    assert should_stop(verdict(Kind.GONE, 0.5), config) == (True, "waiting cannot succeed")
 
 
-def test_stall_timeout_keeps_its_meaning_and_warn_never_stops(tmp_path: Path) -> None:
-    assert watch(tmp_path, stall_timeout_s=30.0)._should_stop(verdict(Kind.BUSY, 31.0)) == (
+def test_stall_timeout_keeps_its_meaning_and_warn_never_stops() -> None:
+    assert should_stop(verdict(Kind.BUSY, 31.0), HangConfig(stall_timeout_s=30.0)) == (
         True, "no progress for 31 s (--stall-timeout 30)")
-    assert watch(tmp_path, action="warn")._should_stop(verdict(Kind.GONE, 1.0))[0] is False
+    assert should_stop(verdict(Kind.GONE, 1.0), HangConfig(action="warn"))[0] is False
 
 
 def rp(rank: int, device: str = "cpu", host: str = "h") -> RankProgress:
@@ -60,3 +74,161 @@ def test_proof_lines() -> None:
     missing = proof({0: rp(0)}, [0, 1], {})
     assert (missing.severity, missing.message) == (
         "warning", "1/2 ranks joined; rank(s) 1 created no process group")
+
+
+def progress(rank: int, enq: int, done: int, op: str = "gloo:all_reduce",
+             exited: float | None = None) -> RankProgress:
+    group = GroupProgress(pg="0", ranks=(0, 1), enqueued=enq, completed=done,
+                          changed_at=NOW - 20, op=op if enq > done else "",
+                          op_seq=enq if enq > done else 0, sizes=((10,),) if enq > done else (),
+                          timeout_s=1800.0)
+    return RankProgress(rank=rank, pid=4000 + rank, host="h", device="cpu", joined_at=NOW - 60,
+                        exited_at=exited, groups={"0": group})
+
+
+class Probes:
+    """The tick's probes, recording what a detector asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[int]] = []
+
+    def stacks(self, ranks: Sequence[RankState]) -> dict[int, Stack]:
+        self.asked.append([r.rank for r in ranks])
+        return {r.rank: Stack(f"sleep (job.py:{r.rank})", "py-spy") for r in ranks}
+
+
+def hang_tick(tmp_path: Path, states: dict[int, RankProgress], probes: Probes,
+              cpu: float | None = 0.0, final: bool = False) -> Tick:
+    state = RunState(tmp_path, PLAN)
+    procs = {s.pid: ProcSample(s.pid, cpu) for s in states.values()}
+    return Tick(NOW, state, PLAN, WatchConfig(instrumented=True), DeviceReading(), procs,
+                NodeWatch(state, 30.0), None, dict, probes.stacks, states, final)
+
+
+MISMATCH = {0: progress(0, 2, 1), 1: progress(1, 2, 1, op="gloo:broadcast")}
+
+
+def test_the_hang_detector_is_a_pure_function_of_the_tick(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    probes = Probes()
+    t = hang_tick(empty, MISMATCH, probes)
+
+    def no_io(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"a detector did I/O: {args}")
+
+    monkeypatch.setattr("builtins.open", no_io)
+    monkeypatch.setattr(os, "kill", no_io)
+    first, second = HangDetector([0, 1])(t), HangDetector([0, 1])(t)
+    monkeypatch.undo()
+    assert first == second and len(first) == 2
+    notice, stop = first
+    assert isinstance(notice, Notice) and isinstance(stop, Verdict)
+    assert notice.lines[0].startswith("distrun: HANG (kind 3, mismatch): collective mismatch")
+    assert notice.lines[1:3] == ("distrun: stack of rank 1 (py-spy):", "    sleep (job.py:1)")
+    assert notice.lines[-1] == "distrun: waiting cannot succeed: stopping the job"
+    assert [name for name, _ in notice.events] == ["hang"]
+    [(name, record)] = notice.files
+    assert name == "hang.json" and record["kind"] == "mismatch" and record["time"] == NOW
+    assert stop.stopped and stop.ranks == [1] and stop.announce == (
+        "distrun: stopping the job: waiting cannot succeed",)
+    assert stop.events == (("hang_stop", {"culprits": [1], "reason": "waiting cannot succeed"}),)
+    assert probes.asked == [[1], [1]]  # stacks only through the tick's probe
+    assert list(empty.iterdir()) == []
+
+
+def test_named_once_resolved_once_and_warn_never_stops(tmp_path: Path) -> None:
+    detector = HangDetector([0, 1], HangConfig(action="warn"))
+    hung = {0: progress(0, 2, 1), 1: progress(1, 1, 1)}
+    first = detector(hang_tick(tmp_path, hung, Probes()))
+    assert [type(r) for r in first] == [Notice]
+    assert isinstance(first[0], Notice) and first[0].lines[-1] == (
+        "distrun: --stall-action warn: the job keeps running")
+    assert detector(hang_tick(tmp_path, hung, Probes())) == []
+    moved = {0: progress(0, 2, 2), 1: progress(1, 2, 2)}
+    [resolved] = detector(hang_tick(tmp_path, moved, Probes()))
+    assert isinstance(resolved, Notice) and resolved.lines == (
+        "distrun: hang resolved: rank 1 caught up and collective #2 (gloo:all_reduce [[10]], "
+        "process group 0) went on",)
+
+
+def test_a_rank_gone_is_named_in_the_final_look_without_a_stop(tmp_path: Path) -> None:
+    gone = {0: progress(0, 2, 1), 1: progress(1, 1, 1, exited=NOW - 1)}
+    proving, hanging = hang_detectors([0, 1], HangConfig())
+    hang_out = hanging(hang_tick(tmp_path, gone, Probes(), final=True))
+    assert [type(r) for r in hang_out] == [Notice]
+    assert isinstance(hang_out[0], Notice)
+    assert hang_out[0].lines[0].startswith("distrun: HANG (kind 4, gone): rank 1")
+    assert hang_out[0].lines[-1] == "distrun: found after the job ended"
+    assert [type(r) for r in proving(hang_tick(tmp_path, gone, Probes(), final=True))] == [
+        Finding]
+
+
+def at(t: Tick, when: float) -> Tick:
+    t.now = when
+    return t
+
+
+def test_proof_waits_for_the_cpu_window_or_the_end(tmp_path: Path) -> None:
+    healthy = {0: progress(0, 3, 3), 1: progress(1, 3, 3)}
+    detector = ProofDetector([0, 1])
+    assert detector(hang_tick(tmp_path, healthy, Probes(), cpu=80.0)) == []
+    assert detector(at(hang_tick(tmp_path, healthy, Probes(), cpu=80.0), NOW + 1)) == []
+    [found] = detector(at(hang_tick(tmp_path, healthy, Probes(), cpu=80.0), NOW + 4))
+    assert isinstance(found, Finding) and (found.id, found.severity, found.message) == (
+        "joined", "ok", "2/2 ranks joined, each its own process (CPU), 2/2 processes busy")
+    assert detector(at(hang_tick(tmp_path, healthy, Probes()), NOW + 5)) == []  # said once
+    short = ProofDetector([0, 1])
+    short(hang_tick(tmp_path, healthy, Probes(), cpu=80.0))
+    short(at(hang_tick(tmp_path, healthy, Probes(), cpu=80.0), NOW + 1))
+    [ended] = short(at(hang_tick(tmp_path, healthy, Probes(), final=True), NOW + 2))
+    assert isinstance(ended, Finding) and ended.message == (
+        "2/2 ranks joined, each its own process (the job ended before its activity could be "
+        "sampled)")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.said: list[str] = []
+        self.files: dict[str, Any] = {}
+        self.stopped: list[list[int]] = []
+
+    def record(self, name: str, **fields: Any) -> None:
+        self.events.append((name, fields))
+
+    def say(self, text: str) -> None:
+        self.said.append(text)
+
+    def write_json(self, name: str, data: Any) -> None:
+        self.files[name] = json.loads(json.dumps(data))
+
+    def stop(self, pids: list[int]) -> None:
+        self.stopped.append(pids)
+
+
+def test_the_one_loop_names_the_hang_and_stops_through_its_actions(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    folder = run.path / "progress"
+    folder.mkdir()
+    for state in MISMATCH.values():
+        (folder / f"rank-{state.rank}.json").write_text(state.dumps())
+    actions = Recorder()
+    watcher = Watcher(run, PLAN, WatchConfig(instrumented=True), actions, detectors=[],
+                      extra_detectors=[HangDetector([0, 1])])
+    watcher._stacks = lambda ranks: {}  # type: ignore[method-assign]  # no py-spy on strangers
+    try:
+        watcher.tick(NOW)
+        watcher.tick(NOW + 1)
+    finally:
+        verdict = watcher.stop()
+        run.close()
+    assert verdict is not None and verdict.stopped and verdict.ranks == [1]
+    assert verdict.message.endswith("; waiting cannot succeed: distrun stopped the job")
+    assert [n for n, _ in actions.events] == ["hang", "hang_stop"]  # no stall_verdict
+    assert actions.said[0].startswith("distrun: HANG (kind 3, mismatch)")
+    assert actions.said[-1] == "distrun: stopping the job: waiting cannot succeed"
+    assert actions.files["hang.json"]["culprits"] == [1]
+    assert actions.stopped == [[4000, 4001]]

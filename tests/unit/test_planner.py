@@ -117,3 +117,11 @@ def test_plan_for_4096_nodes_is_complete() -> None:
                  parse_declared("4096x8xH100"))
     assert plan.world_size == 32768 and len(plan.commands) == 4096
     assert plan.nodes[-1].ranks[-1] == 32767
+
+
+def test_declared_cpu_inventory_plans_one_process_per_declared_slot() -> None:
+    """`--inventory 1x8xcpu` says 8 CPU slots: 8 processes (it planned 1, the 2-core default)."""
+    plan = build(Request(script="t.py"), parse_declared("1x8xcpu"))
+    assert (plan.nodes[0].nproc, plan.backend) == (8, "gloo")
+    explicit = build(Request(script="t.py", nproc_per_node="2"), parse_declared("1x8xcpu"))
+    assert explicit.nodes[0].nproc == 2

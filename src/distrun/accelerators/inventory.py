@@ -6,9 +6,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from distrun.accelerators.vendors import VENDORS, Vendor, VendorId, vendor_for_model
-from distrun.errors import UsageError
-from distrun.model.userfile import shown
+from distrun.accelerators.vendors import (
+    VENDORS,
+    Vendor,
+    VendorId,
+    declared_shape,
+)
 
 
 @dataclass(frozen=True)
@@ -51,54 +54,21 @@ class NodeInventory:
         return self.vendor is not VendorId.CPU
 
 
-_DECLARED = re.compile(r"^(?:(\d{1,12})x)?(\d{1,12})x([A-Za-z][\w.\-]{0,63})$")
 _MEMORY = re.compile(r"(\d{1,6})\s*(g|gb|gib)$", re.IGNORECASE)
-# Bounds of a declared inventory: the largest jobs run on some 10^5 devices; a typo such as
-# 99999999x8xH100 must be one line, not gigabytes of plan.
-NODES_MAX = 100_000
-DEVICES_PER_NODE_MAX = 1024
-DEVICES_MAX = 2**20
 
 
 def parse_declared(text: str) -> tuple[NodeInventory, ...]:
     """``2x8xH100-80GB`` -> 2 nodes of 8 H100 with 80 GiB each; ``8xgcu`` is one node of 8."""
-    m = _DECLARED.match(text.strip())
-    if not m:
-        raise UsageError(
-            f"--inventory {shown(text)} is not NODESxDEVICESxMODEL",
-            "e.g. 2x8xH100-80GB, 1x8xgcu or 1x4xcpu",
-            "write the inventory as NODESxDEVICESxMODEL",
-        )
-    nnodes, ndev, model = int(m.group(1) or 1), int(m.group(2)), m.group(3)
-    vendor = vendor_for_model(model)
-    if vendor is None:
-        known = ", ".join(sorted({w for v in VENDORS.values() for w in v.model_words[:2]}))
-        raise UsageError(
-            f"--inventory {shown(text)}: model {model!r} names no known vendor",
-            f"a model or vendor word such as {known}",
-            "use a model name like H100-80GB, MI300X, 910B, T20, MLU370, or 'cpu'",
-        )
-    check_sizes(text, nnodes, ndev)
-    mem = _MEMORY.search(model)
+    shape = declared_shape(text)
+    mem = _MEMORY.search(shape.model)
     memory = int(mem.group(1)) * 2**30 if mem else None
-    devices = tuple(Device(vendor.id, i, model, memory) for i in range(ndev))
+    devices = tuple(Device(shape.vendor.id, i, shape.model, memory)
+                    for i in range(shape.devices))
     return tuple(
-        NodeInventory(vendor.id, devices, host=f"node{k}", declared=True, physical_count=ndev)
-        for k in range(nnodes)
+        NodeInventory(shape.vendor.id, devices, host=f"node{k}", declared=True,
+                      physical_count=shape.devices)
+        for k in range(shape.nodes)
     )
-
-
-def check_sizes(text: str, nnodes: int, ndev: int) -> None:
-    """Refuse zero and absurd sizes of a declared inventory in one line."""
-    if nnodes < 1 or ndev < 1:
-        raise UsageError(f"--inventory {shown(text)} has zero nodes or devices", "at least 1x1",
-                         "use e.g. 1x8xH100")
-    if nnodes > NODES_MAX or ndev > DEVICES_PER_NODE_MAX or nnodes * ndev > DEVICES_MAX:
-        raise UsageError(
-            f"--inventory {shown(text)} declares {nnodes} node(s) of {ndev} device(s)",
-            f"at most {NODES_MAX} nodes, {DEVICES_PER_NODE_MAX} devices per node and "
-            f"{DEVICES_MAX} devices in all",
-            "check the numbers: NODESxDEVICESxMODEL, e.g. 2x8xH100")
 
 
 def apply_visibility(

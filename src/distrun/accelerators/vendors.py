@@ -17,8 +17,13 @@ Sources (checked against each vendor's documentation):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
+
+from distrun.errors import UsageError
+from distrun.model.limits import DEVICES_MAX, DEVICES_PER_NODE_MAX, NODES_MAX
+from distrun.model.userfile import shown
 
 
 class VendorId(str, Enum):
@@ -176,3 +181,47 @@ def vendor_named(name: str) -> Vendor | None:
         return VENDORS[VendorId(name)]
     except ValueError:
         return None
+
+
+_DECLARED = re.compile(r"^(?:(\d{1,12})x)?(\d{1,12})x([A-Za-z][\w.\-]{0,63})$")
+
+
+@dataclass(frozen=True)
+class DeclaredShape:
+    """``NODESxDEVICESxMODEL`` (``--inventory``, ``DISTRUN_INVENTORY``), checked."""
+
+    nodes: int
+    devices: int
+    vendor: Vendor
+    model: str
+
+
+def declared_shape(text: str) -> DeclaredShape:
+    """``2x8xH100-80GB`` -> 2 nodes of 8 NVIDIA devices; a UsageError naming the fix else."""
+    m = _DECLARED.match(text.strip())
+    if not m:
+        raise UsageError(f"--inventory {shown(text)} is not NODESxDEVICESxMODEL",
+                         "e.g. 2x8xH100-80GB, 1x8xgcu or 1x4xcpu",
+                         "write the inventory as NODESxDEVICESxMODEL")
+    nnodes, ndev, model = int(m.group(1) or 1), int(m.group(2)), m.group(3)
+    vendor = vendor_for_model(model)
+    if vendor is None:
+        known = ", ".join(sorted({w for v in VENDORS.values() for w in v.model_words[:2]}))
+        raise UsageError(f"--inventory {shown(text)}: model {model!r} names no known vendor",
+                         f"a model or vendor word such as {known}",
+                         "use a model name like H100-80GB, MI300X, 910B, T20, MLU370, or 'cpu'")
+    check_sizes(text, nnodes, ndev)
+    return DeclaredShape(nnodes, ndev, vendor, model)
+
+
+def check_sizes(text: str, nnodes: int, ndev: int) -> None:
+    """Refuse zero and absurd sizes of a declared inventory in one line."""
+    if nnodes < 1 or ndev < 1:
+        raise UsageError(f"--inventory {shown(text)} has zero nodes or devices", "at least 1x1",
+                         "use e.g. 1x8xH100")
+    if nnodes > NODES_MAX or ndev > DEVICES_PER_NODE_MAX or nnodes * ndev > DEVICES_MAX:
+        raise UsageError(
+            f"--inventory {shown(text)} declares {nnodes} node(s) of {ndev} device(s)",
+            f"at most {NODES_MAX} nodes, {DEVICES_PER_NODE_MAX} devices per node and "
+            f"{DEVICES_MAX} devices in all",
+            "check the numbers: NODESxDEVICESxMODEL, e.g. 2x8xH100")

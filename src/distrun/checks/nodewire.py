@@ -24,14 +24,13 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from distrun.model.limits import NODES_MAX, NPROC_MAX
 from distrun.model.plan import Finding
 
 PROTOCOL: Literal["distrun-node-sync/2"] = "distrun-node-sync/2"
 TOKEN_VAR = "DISTRUN_JOB_TOKEN"
 PEER_LINE_MAX = 16 * 1024
 ANSWER_LINE_MAX = 4 * 1024 * 1024
-NODES_MAX = 100_000
-NPROC_MAX = 1024
 TOKEN_MIN = 16
 
 M = TypeVar("M", bound=BaseModel)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from distrun.accelerators.detect import detect
 from distrun.accelerators.inventory import NodeInventory, parse_declared
+from distrun.checks.capacity import capacity_findings, usable_cpus
 from distrun.checks.host import HostContext, host_findings
 from distrun.checks.topology import topology_findings
 from distrun.model.plan import Finding, LaunchPlan, Request
@@ -33,4 +34,4 @@ def preflight(req: Request, declared: str | None, env: Mapping[str, str]) -> Lau
                        fix="run 'distrun plan' without --inventory on the node itself")
         return plan.with_findings([note])
     ctx = HostContext(node_rank=req.node_rank or 0, env=env)
-    return plan.with_findings(host_findings(plan, ctx))
+    return plan.with_findings([*host_findings(plan, ctx), *capacity_findings(plan, usable_cpus())])

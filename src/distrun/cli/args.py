@@ -8,6 +8,7 @@ falls back to a parser of torchrun's topology flags only.
 from __future__ import annotations
 
 import argparse
+import math
 import weakref
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -15,6 +16,7 @@ from typing import Any, NoReturn
 from distrun.cli import envflags
 from distrun.errors import UsageError
 from distrun.model.invocation import Flag, Nnodes
+from distrun.model.limits import NODES_MAX, PORT_MAX, PORT_MIN
 from distrun.model.plan import Request
 
 # Flags whose torchrun default distrun replaces with a value from the plan, when left out.
@@ -106,14 +108,45 @@ def make_parser(prog: str, env: Mapping[str, str], need_torch: bool) -> argparse
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """Parse twice when a config file is named: its settings become defaults, flags win."""
+    """Parse twice when a config file is named: its settings become defaults, flags win.
+    Values torch's parser takes without checking are checked here (``check_ranges``)."""
     ns = parser.parse_args(argv)
     if ns.config:
         from distrun.config import load
 
         parser.set_defaults(**load(ns.config))
         ns = parser.parse_args(argv)
+    check_ranges(ns)
     return ns
+
+
+# flag -> (lowest, highest) allowed; None: no bound on that side
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    "master_port": (PORT_MIN, PORT_MAX),
+    "metrics_port": (PORT_MIN, PORT_MAX),
+    "node_rank": (0, NODES_MAX - 1),
+    "max_restarts": (0, None),
+    "shutdown_timeout": (0, None),
+    "monitor_interval": (1e-3, None),
+    "global_batch_size": (1, None),
+    "per_device_batch_size": (1, None),
+    "master_wait": (1e-3, None),
+}
+
+
+def check_ranges(ns: argparse.Namespace) -> None:
+    """A number out of its range is one UsageError naming the flag, the value and the range
+    (argparse checks types; torch's parser takes e.g. ``--max-restarts -1`` as it is)."""
+    for dest, (low, high) in RANGES.items():
+        value = getattr(ns, dest, None)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if math.isnan(value) or (low is not None and value < low) or \
+                (high is not None and value > high):
+            flag = "--" + dest.replace("_", "-")
+            span = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            raise UsageError(f"{flag} {value:g} is out of range", span,
+                             f"pass {flag} a value from {span} (or leave it out)")
 
 
 def baseline(parser: argparse.ArgumentParser) -> dict[str, Any]:

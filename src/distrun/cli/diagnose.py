@@ -3,17 +3,18 @@
 PATH is a run directory written by ``distrun launch``, any directory of logs,
 or log files (torchrun output, Slurm output, torchelastic ``error.json``).
 
-Output: the root cause, the failing rank and node, the evidence lines
-(file:line) and the fix, on stdout. ``--json`` (or ``DISTRUN_DIAGNOSE_JSON=1``)
-prints ``{"causes": [...], "unrecognised": [...], "failed_ranks": [...]}``
-instead, most likely cause first; ``causes`` is empty when nothing is
-recognised.
+Output: the root cause, how sure (confidence high/medium/low), the failing
+rank and node, the evidence lines (file:line) and the fix, on stdout.
+``--json`` (or ``DISTRUN_DIAGNOSE_JSON=1``) prints ``{"verdict", "confidence",
+"causes": [...], "unrecognised": [...], "failed_ranks": [...]}`` instead, most
+likely cause first; ``causes`` is empty when nothing is recognised.
 
 Exit status:
   0  a known cause was found, or nothing failed;
   1  something failed (error lines or a non-zero rank exit) but no rule knows
      it: the earliest error lines are printed instead of a guess;
-  2  bad input (a path that does not exist); one line on stderr.
+  2  bad input (a path that does not exist, a FIFO or device, a binary file,
+     a directory without logs); one line on stderr.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from distrun.cli.envflags import parse_bool
 from distrun.diagnose import diagnose, write_json, write_text
+from distrun.diagnose.reading import InputError, check_path
 
 EXIT_FOUND_OR_CLEAN = 0
 EXIT_UNKNOWN_FAILURE = 1
@@ -47,13 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
-    for path in args.paths:
-        if not path.exists():
-            sys.stderr.write(
-                f"distrun diagnose: error: {path} does not exist; "
-                "fix: pass a run directory (runs/<time>-<name>/) or a log file that exists\n"
-            )
-            return EXIT_USAGE
+    try:
+        for path in args.paths:
+            check_path(path)
+    except InputError as err:
+        sys.stderr.write(f"distrun diagnose: error: {err}\n")
+        return EXIT_USAGE
     result = diagnose(args.paths)
     if args.json or parse_bool("DISTRUN_DIAGNOSE_JSON", env.get("DISTRUN_DIAGNOSE_JSON", "")):
         write_json(result, sys.stdout)

@@ -23,6 +23,7 @@ from rich.text import Text
 from distrun import __version__, cluster
 from distrun.accelerators.detect import Detection, detect
 from distrun.accelerators.vendors import KNOWN_BACKENDS
+from distrun.checks import frameworks
 from distrun.checks.host import HostContext, host_findings, shm_bytes
 from distrun.checks.preflight import checked_plan
 from distrun.cli import exitcodes, render
@@ -89,8 +90,10 @@ def probe_findings(found: Detection) -> list[Finding]:
 def gather(env: Mapping[str, str]) -> dict[str, Any]:
     found = detect(env)
     plan = checked_plan(Request(script="train.py"), (found.node,))
+    installed = frameworks.versions()
     findings = [*plan.findings, *probe_findings(found),
-                *host_findings(plan, HostContext(0, env))]
+                *host_findings(plan, HostContext(0, env)),
+                *frameworks.findings(installed, found.node, plan.nodes[0].nproc, env)]
     return {
         "host": socket.gethostname(),
         "devices": {r.vendor.value: {"status": r.status, "source": r.source, "detail": r.detail,
@@ -101,6 +104,7 @@ def gather(env: Mapping[str, str]) -> dict[str, Any]:
                  "memory_bytes": found.node.memory_bytes},
         "cluster": cluster_info(env),
         "software": software(),
+        "frameworks": installed,
         "backends": backends(),
         "libuv": not any(f.id == "libuv-missing" for f in findings),
         "shm_bytes": shm_total(),
@@ -121,6 +125,9 @@ def show(console: Console, data: dict[str, Any]) -> None:
     sw, cl = data["software"], data["cluster"]
     console.print(f"software: python {sw['python']}, torch {sw['torch'] or 'not installed'}, "
                   f"distrun {sw['distrun']}", highlight=False, markup=False)
+    fws = [f"{name} {v}" for name, v in data["frameworks"].items() if v]
+    console.print(f"frameworks: {', '.join(fws) or 'none of ' + ', '.join(data['frameworks'])}",
+                  highlight=False, markup=False)
     console.print(f"cluster: {cl['environment']}", highlight=False, markup=False)
     have = [b for b, ok in data["backends"].items() if ok]
     console.print(f"backends in this torch build: {', '.join(have) or 'none'}; "

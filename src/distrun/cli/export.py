@@ -20,10 +20,12 @@ from rich.console import Console
 from distrun.checks.preflight import preflight
 from distrun.cli import envflags, exitcodes, render
 from distrun.cli.args import distrun_group, make_parser, parse, to_request
+from distrun.cluster.slurm import expand_nodes
 from distrun.errors import DistrunError, UsageError
 from distrun.export import FORMATS, ExportOptions, Rendered, slurm
 from distrun.export import render as render_export
 from distrun.export.options import default_job_name
+from distrun.launch.fanout import check_host, read_hostfile
 
 SUBMIT_TIMEOUT_S = 60
 _FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -35,9 +37,14 @@ _FLAGS: tuple[tuple[str, type, str], ...] = (
     ("--sbatch-output", str, "slurm: stdout path pattern (default %%x-%%j.out)"),
     ("--sbatch-error", str, "slurm: stderr path pattern (default %%x-%%j.err)"),
     ("--cpus-per-task", int, "slurm: cores per node task (default: threads x processes)"),
+    ("--host", str, "deepspeed: the nodes' host names in node-rank order, comma-separated"),
+    ("--hostfile", str, "deepspeed: the nodes' host names from a 'host slots=N' file"),
+    ("--mpirun-hostfile", str, "accelerate on CPU: the mpirun hostfile the config names "
+     "(default: hostfile)"),
     ("--image", str, "k8s: container image"),
     ("--namespace", str, "k8s: namespace"),
-    ("--torchrun", str, "slurm/k8s/shell: the torchrun command on the nodes"),
+    ("--torchrun", str, "slurm/k8s/shell: the torchrun command on the nodes, split like a "
+     "shell line (e.g. 'python -m torch.distributed.run' or 'distrun launch')"),
 )
 
 
@@ -52,9 +59,23 @@ def add_export_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) ->
 def options_from(ns: argparse.Namespace) -> ExportOptions:
     given = {k: getattr(ns, k) for k in ("time", "partition", "account", "sbatch_output",
                                          "sbatch_error", "cpus_per_task", "image", "namespace",
-                                         "torchrun") if getattr(ns, k) is not None}
+                                         "torchrun", "mpirun_hostfile") if getattr(ns, k) is not None}
     return ExportOptions(job_name=ns.job_name or default_job_name(ns.training_script),
-                         machine_rank=ns.node_rank or 0, **given)
+                         machine_rank=ns.node_rank or 0, hosts=hosts_from(ns, os.environ),
+                         **given)
+
+
+def hosts_from(ns: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, ...]:
+    """--host a,b; else --hostfile FILE; else the Slurm allocation's node list; else ()."""
+    if ns.host and ns.hostfile:
+        raise UsageError("--host and --hostfile both given", "one list of hosts",
+                         "drop one of them")
+    if ns.host:
+        names = [h.strip() for h in ns.host.split(",")]
+        return tuple(check_host(h, f"--host {ns.host!r}") for h in names)
+    if ns.hostfile:
+        return tuple(h.name for h in read_hostfile(ns.hostfile))
+    return expand_nodes(env) if env.get("SLURM_JOB_NODELIST") else ()
 
 
 USAGE = (f"usage: distrun export {{{','.join(FORMATS)}}} [plan flags] [export flags] SCRIPT "
@@ -69,6 +90,17 @@ def check_format(fmt: str) -> str:
 
 
 def write(rendered: Rendered, output: str | None) -> None:
+    """To stdout, or to ``output``; a path that cannot be written is one UsageError."""
+    try:
+        _write(rendered, output)
+    except OSError as exc:
+        raise UsageError(f"cannot write --output {output!r}: {exc.strerror or exc}",
+                         "a writable path (shell: a folder for one script per node)",
+                         "pass --output a new file in a writable folder, or leave it out for "
+                         "stdout") from None
+
+
+def _write(rendered: Rendered, output: str | None) -> None:
     if isinstance(rendered, str):
         if output is None:
             sys.stdout.write(rendered)

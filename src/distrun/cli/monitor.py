@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from distrun.cli import exitcodes
-from distrun.cli.args import OneLineParser
+from distrun.cli.args import OneLineParser, check_ranges
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
 from distrun.model.record import printable
@@ -61,6 +61,7 @@ def resolve(run_dir: str | None, env: Mapping[str, str]) -> Path:
 
 def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
+    check_ranges(ns)
     state = RunState(resolve(ns.run_dir, os.environ))
     state.refresh()
     warn(problems(state))
@@ -69,7 +70,7 @@ def main(argv: list[str]) -> int:
         return exitcodes.OK
     console = Console()
     if ns.once:
-        console.print(table(snapshot(state, stall_timeout_s=ns.stall_timeout)))
+        console.print(table(snapshot(state, stall_timeout_s=ns.stall_timeout), console.width))
         return exitcodes.OK
     if ns.metrics_port is not None:
         serve_metrics(state, ns.metrics_port, ns.metrics_addr, ns.stall_timeout)
@@ -86,12 +87,13 @@ def live(state: RunState, console: Console, interval: float, timeout: float) -> 
     from rich.live import Live
 
     try:
-        with Live(table(snapshot(state, stall_timeout_s=timeout)), console=console,
+        with Live(table(snapshot(state, stall_timeout_s=timeout), console.width), console=console,
                   auto_refresh=False) as view:
             while True:
                 time.sleep(interval)
                 state.refresh()
-                view.update(table(snapshot(state, stall_timeout_s=timeout)), refresh=True)
+                view.update(table(snapshot(state, stall_timeout_s=timeout), console.width),
+                            refresh=True)
     except KeyboardInterrupt:
         return exitcodes.OK
 
@@ -104,27 +106,61 @@ def _gib(value: Any) -> str:
     return NA if value is None else f"{value / 2**30:.1f}G"
 
 
-def table(snap: dict[str, Any]) -> Table:
-    t = Table(title=_title(snap), title_justify="left")
-    for col in ("node", "rank", "local", "device", "util", "memory", "step", "steps/s",
-                "loss", "heartbeat", "cpu", "status"):
-        t.add_column(col, justify="right" if col not in ("device", "status") else "left")
+# (header, keep order: lower goes first when the screen is narrow, justify)
+COLUMNS: tuple[tuple[str, int, str], ...] = (
+    ("node", 2, "right"), ("rank", 9, "right"), ("local", 1, "right"),
+    ("device", 4, "left"), ("util", 5, "right"), ("mem", 3, "right"), ("step", 8, "right"),
+    ("step/s", 7, "right"), ("loss", 6, "right"), ("beat", 5, "right"), ("cpu", 0, "right"),
+    ("status", 9, "left"),
+)
+STYLES = {"stalled": "bold red", "quiet": "yellow"}
+
+
+def _rank_cells(r: dict[str, Any], d: dict[str, Any]) -> list[str | Text]:
+    return [_fmt(r["node_rank"]), str(r["rank"]), _fmt(r["local_rank"]), r["device"] or NA,
+            _util(d), _mem(d), _fmt(r["step"]), _fmt(r["steps_per_second"], ".2f"),
+            _fmt(r["loss"], ".4g"), _fmt(r["heartbeat_age_s"], ".1f", "s"),
+            _fmt(r["cpu_percent"], ".0f", "%"), r["status"]]
+
+
+def rows(snap: dict[str, Any]) -> list[tuple[list[str | Text], str | None]]:
+    """Every row's cells (one per COLUMNS entry) and style."""
     by_rank = {r: d for d in snap["devices"] for r in d["ranks"]}
+    out: list[tuple[list[str | Text], str | None]] = []
     for r in snap["ranks"]:
-        d = by_rank.get(r["rank"], {})
-        style = {"stalled": "bold red", "quiet": "yellow", "exited": "dim"}.get(r["status"])
-        cells = (_fmt(r["node_rank"]), str(r["rank"]), _fmt(r["local_rank"]),
-                 r["device"] or NA, _util(d), _mem(d), _fmt(r["step"]),
-                 _fmt(r["steps_per_second"], ".2f"), _fmt(r["loss"], ".4g"),
-                 _fmt(r["heartbeat_age_s"], ".1f", " s"), _fmt(r["cpu_percent"], ".0f", "%"),
-                 r["status"])
-        t.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells), style=style)
+        style = STYLES.get(r["status"], "dim" if r["status"].startswith("exited") else None)
+        out.append((_rank_cells(r, by_rank.get(r["rank"], {})), style))
     for d in snap["devices"]:
         if not d["ranks"]:
-            cells = (_fmt(snap["node_rank"]), "-", "-", f"{snap['device_type']} {d['index']}",
-                     _util(d), _mem(d), "", "", "", "", "", "IDLE: no rank")
-            t.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells),
-                      style="bold yellow")
+            out.append(([_fmt(snap["node_rank"]), "-", "-", f"{snap['device_type']} {d['index']}",
+                         _util(d), _mem(d), "", "", "", "", "", "IDLE: no rank"], "bold yellow"))
+    return out
+
+
+def fitting(widths: list[int], room: int) -> list[int]:
+    """The columns kept (indexes): all when they fit in ``room``, else the lowest-kept
+    dropped first. A cell is never cut: a number shown is the whole number."""
+    keep = list(range(len(COLUMNS)))
+    for drop in sorted(keep, key=lambda i: COLUMNS[i][1]):
+        if sum(widths[i] + 3 for i in keep) + 1 <= room or len(keep) <= 1:
+            break
+        keep.remove(drop)
+    return keep
+
+
+def table(snap: dict[str, Any], width: int = 200) -> Table:
+    body = rows(snap)
+    widths = [max([len(h), *(len(str(c[i])) for c, _ in body)])
+              for i, (h, _, _) in enumerate(COLUMNS)]
+    keep = fitting(widths, width)
+    t = Table(title=_title(snap), title_justify="left")
+    for i in keep:
+        head, _, justify = COLUMNS[i]
+        t.add_column(head, justify=justify, no_wrap=True, min_width=widths[i],  # type: ignore[arg-type]
+                     overflow="fold")
+    for cells, style in body:
+        t.add_row(*(c if isinstance(c, Text) else Text(c) for c in (cells[i] for i in keep)),
+                  style=style)
     return t
 
 

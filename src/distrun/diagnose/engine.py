@@ -4,9 +4,20 @@ Reading is streaming (see :mod:`distrun.diagnose.matcher`); only matched lines
 are kept. The verdict follows torchelastic's own rule: the *earliest* failure
 is the root cause. Primary causes (OOM, bad device ordinal, ...) always beat
 secondary ones (collective timeouts, closed connections, the launcher's
-summary), which are what the other ranks raise because one rank died. An
-error line no rule knows, seen before any secondary signature, gives "no known
-cause" with the earliest error lines instead of a confident wrong answer.
+summary, SIGTERM sent by the launcher), which are what the other ranks raise
+because one rank died: a cause wins even when it comes later in the file.
+With only consequences, the verdict says so and names where the cause must be
+(see :mod:`distrun.diagnose.consequence`). An error line no rule knows, seen
+before any secondary signature, gives "no known cause" with the earliest error
+lines instead of a confident wrong answer.
+
+Confidence: ``high`` for a cause matched by a strong signature with no unknown
+error before it; ``medium`` for a cause with unknown errors before it, one
+derived from other lines (a collective mismatch read from watchdog dumps, a
+signal in the run record), one on a rank other than the one the launcher's
+summary names as the first failure, or a verdict of consequences only; ``low``
+for a cause matched only by a weak wording. Rules cap their own confidence
+(``max_confidence``) where the error says how a process died, not why.
 """
 
 from __future__ import annotations
@@ -15,10 +26,17 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
+from distrun.diagnose.consequence import mismatch_hits, where_to_look
+from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import Matcher, RawHit
+from distrun.diagnose.normalize import rank_in_text
+from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
+    CONFIDENCES,
+    CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     RANK_CONTEXT_ID,
     Rule,
@@ -30,47 +48,36 @@ from distrun.diagnose.sources import (
     RankExit,
     RunInfo,
     iter_paths,
-    parse_time,
     read_error_file,
     read_run_info,
 )
+from distrun.diagnose.stalls import StallEvent, read_stalls
 
 SIGKILL_RULE = "host-oom-or-killed"
+STOPPED_RULE = "stopped-externally"
+STALL_RULE = "distrun-stall"
+CONTEXT_LINES = 200  # a frame or job-script line this far above an error is its context
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
 MAX_UNRECOGNISED = 8
+KEEP_PER_RANK = 20  # hits kept per (rule, rank) and file
+MAX_KEYS = 4096  # distinct (rule, rank) pairs kept per file
 
-_LINE_RANK = re.compile(r"^\[(?:rank|default)(\d+)\]:|\[(?:PG [^]]*)?Rank (\d+)\]")
-_CONTEXT_RANK = re.compile(r"rank\s*:\s*(\d+)")
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A matched line placed in the run: which rule, which rank, when, where."""
-
-    rule_id: str
-    rank: int | None
-    time: float | None
-    file: str
-    line: int
-    text: str
-    seq: int = 0
-
-    def key(self) -> tuple[float, int, int]:
-        """Ordering: by time; untimed lines by their position in their file."""
-        return (self.time if self.time is not None else math.inf, self.line, self.seq)
+__all__ = ["Cause", "Diagnosis", "Hit", "decide", "diagnose"]
 
 
 @dataclass(frozen=True)
 class Cause:
-    """One diagnosed cause with its evidence and the errors it caused."""
+    """One diagnosed cause with its evidence, the errors it caused, and how sure we are."""
 
     rule: Rule
     rank: int | None
     node: str | None
     evidence: tuple[Hit, ...]
     consequences: tuple[Hit, ...] = ()
+    confidence: str = "high"
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,60 +93,79 @@ class Diagnosis:
     def failed(self) -> bool:
         return bool(self.causes or self.unrecognised or self.failed_exits)
 
+    @property
+    def confidence(self) -> str | None:
+        """The root cause's confidence; None when no cause is named."""
+        return self.causes[0].confidence if self.causes else None
+
 
 def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     """Read every path (run dirs, dirs, files) and return the verdict."""
     ruleset = rules or default_rules()
     path_list = list(paths)
-    matcher = Matcher(ruleset)
+    matcher = matcher_for(ruleset)
     info = read_run_info(path_list)
     hits: list[Hit] = []
     files = list(iter_paths(path_list))
     for log in files:
         hits.extend(_file_hits(log, matcher, info))
     hits.extend(_exit_hits(info))
+    hits.extend(_stall_hits(read_stalls(path_list)))
     hits = [replace(h, seq=i) for i, h in enumerate(hits)]
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
     return decide(hits, ruleset, info, failed_exits, len(files))
 
 
+@lru_cache(maxsize=4)
+def matcher_for(rules: RuleSet) -> Matcher:
+    """One compiled matcher per rule set per process (compiling is the costly part)."""
+    return Matcher(rules)
+
+
 def _file_hits(log: LogFile, matcher: Matcher, info: RunInfo) -> list[Hit]:
     if log.path.name == "error.json":
         return _error_file_hits(log, matcher, info)
-    with log.path.open("rb") as stream:
-        raw = list(matcher.scan_stream(stream))
-    return _place(raw, log, str(log.path))
+    with open_log(log.path) as stream:
+        return place(matcher.scan_stream(stream), log.rank, str(log.path), matcher.rules)
 
 
-def _place(raw: list[RawHit], log: LogFile, name: str) -> list[Hit]:
-    """Give each raw hit its time and rank; rank-context lines set the rank after them."""
+def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSet) -> list[Hit]:
+    """Give each raw hit its time and rank; rank-context lines set the rank after them.
+
+    Rank order: the line's own prefix, a rank the message names, the rank of the
+    torchelastic summary block it sits in, the rank in the file name. Only the first
+    ``KEEP_PER_RANK`` hits of each rule and rank are kept (the verdict uses the
+    earliest ones), so a log of millions of error lines stays in bounded memory.
+    """
     placed: list[Hit] = []
+    kept: dict[tuple[str, int | None], int] = {}
     context: int | None = None
     last_time: float | None = None
     for item in raw:
-        when, text = parse_time(item.text)
-        last_time = when if when is not None else last_time
+        last_time = item.time if item.time is not None else last_time
         if item.rule_id == RANK_CONTEXT_ID:
-            found = _CONTEXT_RANK.search(text)
-            context = int(found.group(1)) if found else context
+            context = rank_in_text(item.text)
             continue
-        rank = _line_rank(text, log.rank if context is None else context)
-        placed.append(Hit(item.rule_id, rank, when or last_time, name, item.line, text.strip()))
+        jax = item.rule_id in rules.ids() and rules.by_id(item.rule_id).category == "jax"
+        rank = item.rank
+        if rank is None:
+            rank = rank_in_text(item.text, jax)
+        if rank is None:
+            rank = file_rank if context is None else context
+        seen = kept.get((item.rule_id, rank), 0)
+        if seen >= KEEP_PER_RANK or len(kept) >= MAX_KEYS:
+            continue
+        kept[(item.rule_id, rank)] = seen + 1
+        placed.append(Hit(item.rule_id, rank, item.time or last_time, name, item.line,
+                          item.text.strip(), strong=item.strong, node=item.node))
     return placed
-
-
-def _line_rank(text: str, default: int | None) -> int | None:
-    found = _LINE_RANK.search(text)
-    if found is None:
-        return default
-    return int(found.group(1) or found.group(2))
 
 
 def _error_file_hits(log: LogFile, matcher: Matcher, info: RunInfo) -> list[Hit]:
     content = read_error_file(log.path)
     rank = _rank_of_local(content.local_rank, log.path, info)
     return [
-        Hit(raw.rule_id, rank, content.time, str(log.path), 1, raw.text.strip())
+        Hit(raw.rule_id, rank, content.time, str(log.path), 1, raw.text.strip(), strong=raw.strong)
         for raw in matcher.scan_lines(content.lines)
         if raw.rule_id != RANK_CONTEXT_ID
     ]
@@ -155,7 +181,7 @@ def _rank_of_local(local: int | None, path: Path, info: RunInfo) -> int | None:
 
 
 def _exit_hits(info: RunInfo) -> list[Hit]:
-    """A SIGKILL on the *first* rank to fail, with no traceback, is a cause."""
+    """The *first* rank to fail, by SIGKILL (host OOM) or SIGTERM/SIGHUP (stopped), is a cause."""
     failures = sorted(
         (e for e in info.exits if e.exitcode != 0),
         key=lambda e: (e.time if e.time is not None else math.inf, e.line),
@@ -163,10 +189,22 @@ def _exit_hits(info: RunInfo) -> list[Hit]:
     if not failures or info.events_path is None:
         return []
     first = failures[0]
-    if first.signal != "SIGKILL" and first.exitcode != -9:
-        return []
     where = str(info.events_path)
-    return [Hit(SIGKILL_RULE, first.rank, first.time, where, first.line, first.text)]
+    if first.signal == "SIGKILL" or first.exitcode == -9:
+        return [Hit(SIGKILL_RULE, first.rank, first.time, where, first.line, first.text)]
+    if first.signal in ("SIGTERM", "SIGHUP") or first.exitcode in (-15, -1):
+        return [Hit(STOPPED_RULE, first.rank, first.time, where, first.line, first.text,
+                    derived=True)]
+    return []
+
+
+def _stall_hits(stalls: list[StallEvent]) -> list[Hit]:
+    """distrun's own stall verdict (the watcher's ``stall_verdict``, else a culprit's ``stalled``)."""
+    if not stalls:
+        return []
+    stall = next((s for s in stalls if s.verdict), stalls[0])
+    rank = stall.ranks[0] if stall.ranks else None
+    return [Hit(STALL_RULE, rank, stall.time, str(stall.file), stall.line, stall.message)]
 
 
 def decide(
@@ -177,20 +215,78 @@ def decide(
     files: int = 0,
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
-    hits = sorted(hits, key=Hit.key)
-    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], hits)
+    hits = refine(sorted(hits, key=Hit.key), rules)
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
-    primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
+    primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
+    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], primary)
+    primary = sorted(primary + mismatch_hits(secondary), key=lambda h: (not h.strong, h.key()))
     if primary:
-        causes = _causes(primary, secondary, rules, info)
-        before = [g for g in generic if g.key() < primary[0].key()]
-        return Diagnosis(causes, tuple(before[:MAX_UNRECOGNISED]), failed_exits, files)
+        before = tuple(g for g in generic if g.key() < primary[0].key())[:MAX_UNRECOGNISED]
+        causes = _with_summary_rank(_causes(primary, secondary, rules, info, bool(before)),
+                                    secondary, rules)
+        return Diagnosis(causes, before, failed_exits, files)
     if secondary and not (generic and generic[0].key() < secondary[0].key()):
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
-        causes = _causes(ordered, [], rules, info)
+        causes = _causes(ordered, [], rules, info, False)
+        note = where_to_look(secondary, info)
+        causes = (replace(causes[0], confidence="medium", note=note), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
-    return Diagnosis((), tuple(generic[:MAX_UNRECOGNISED]), failed_exits, files)
+    unknown = tuple(generic[:MAX_UNRECOGNISED])
+    named = _summary_rank(secondary, rules)
+    if unknown and unknown[0].rank is None and named is not None:
+        unknown = (replace(unknown[0], rank=named), *unknown[1:])
+    return Diagnosis((), unknown, failed_exits, files)
+
+
+def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
+    """The rank the launcher's failure summary names (the first failure)."""
+    return next((h.rank for h in secondary
+                 if h.rank is not None and rules.by_id(h.rule_id).category == "launcher"), None)
+
+
+def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
+    """Context hits (frames) turn a cause just after them into the rule that refines it."""
+    context = [h for h in hits if h.rule_id.startswith(CONTEXT_PREFIX)]
+    rest = [h for h in hits if not h.rule_id.startswith(CONTEXT_PREFIX)]
+    refined: list[Hit] = []
+    for hit in rest:
+        better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
+                       if c.file == hit.file and 0 <= hit.line - c.line <= CONTEXT_LINES
+                       and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
+                      None) or _refined_in_place(hit, rules)
+        refined.append(replace(hit, rule_id=better, derived=True) if better and hit.strong else hit)
+    return refined
+
+
+def _refined_in_place(hit: Hit, rules: RuleSet) -> str | None:
+    """A rule whose context wording is on the cause's own line (``... on an npu machine``)."""
+    for rule in rules.rule:
+        if hit.rule_id in rule.refines and _context_regex(rule).search(hit.text):
+            return rule.id
+    return None
+
+
+@lru_cache(maxsize=64)
+def _context_regex(rule: Rule) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in rule.context))
+
+
+def _with_summary_rank(
+    causes: tuple[Cause, ...], secondary: list[Hit], rules: RuleSet
+) -> tuple[Cause, ...]:
+    """A root cause no line names a rank for takes the rank the launcher's summary names."""
+    root = causes[0]
+    named = _summary_rank(secondary, rules)
+    if named is None:
+        return causes
+    if root.rank is None:
+        return (replace(root, rank=named), *causes[1:])
+    if root.rank != named and not any(h.rank == named for h in root.evidence):
+        # The launcher saw another rank fail first: this cause may be a consequence.
+        level = max(root.confidence, "medium", key=CONFIDENCES.index)
+        return (replace(root, confidence=level), *causes[1:])
+    return causes
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:
@@ -198,12 +294,15 @@ def _secondary_rank(hit: Hit, rules: RuleSet) -> int:
     return 1 if rules.by_id(hit.rule_id).category == "launcher" else 0
 
 
-def _uncovered(generic: list[Hit], hits: list[Hit]) -> list[Hit]:
-    """Unknown error lines not next to a known one in the same file."""
+def _uncovered(generic: list[Hit], primary: list[Hit]) -> list[Hit]:
+    """Unknown error lines not next to a known cause in the same file.
+
+    A consequence next to an unknown error does not explain it: the unknown
+    error may well be the cause the consequence points at.
+    """
     known: dict[str, list[int]] = {}
-    for hit in hits:
-        if hit.rule_id != GENERIC_ERROR_ID:
-            known.setdefault(hit.file, []).append(hit.line)
+    for hit in primary:
+        known.setdefault(hit.file, []).append(hit.line)
     return [
         g
         for g in generic
@@ -212,7 +311,7 @@ def _uncovered(generic: list[Hit], hits: list[Hit]) -> list[Hit]:
 
 
 def _causes(
-    ordered: list[Hit], consequences: list[Hit], rules: RuleSet, info: RunInfo
+    ordered: list[Hit], consequences: list[Hit], rules: RuleSet, info: RunInfo, doubt: bool
 ) -> tuple[Cause, ...]:
     """Group hits by rule in order of first appearance; the first is the root cause."""
     groups: dict[str, list[Hit]] = {}
@@ -222,10 +321,30 @@ def _causes(
     for index, (rule_id, group) in enumerate(groups.items()):
         rank = next((h.rank for h in group if h.rank is not None), None)
         node = info.nodes.get(rank) if rank is not None else None
+        node = node or next((h.node for h in group if h.node), None)
         after = _one_per_rank(consequences) if index == 0 else ()
         evidence = _evidence(group)
-        causes.append(Cause(rules.by_id(rule_id), rank, node, evidence, after))
+        rivals = index == 0 and any(
+            h.strong and not h.derived for g in list(groups.values())[1:] for h in g)
+        level = _capped(_confidence(group, index == 0 and (doubt or rivals)),
+                        rules.by_id(rule_id).max_confidence)
+        causes.append(Cause(rules.by_id(rule_id), rank, node, evidence, after, level))
     return tuple(causes)
+
+
+def _confidence(group: list[Hit], doubt: bool) -> str:
+    """low: weak wordings only; medium: in doubt (unknown errors first, another strong
+    cause in the same logs) or derived (inferred from dumps, the run record, a context
+    that refined it); high otherwise."""
+    if not any(h.strong for h in group):
+        return "low"
+    if doubt or all(h.derived for h in group):
+        return "medium"
+    return "high"
+
+
+def _capped(level: str, cap: str) -> str:
+    return max(level, cap, key=CONFIDENCES.index)
 
 
 def _evidence(group: list[Hit]) -> tuple[Hit, ...]:

@@ -1,8 +1,8 @@
 """Line finders: which lines of a region *may* match the rule patterns.
 
-A region is a run of whole lines: the first ``size`` bytes of ``data`` (so the
+A region is a run of whole lines: bytes ``begin`` to ``size`` of ``data`` (so the
 matcher needs no copy of its read buffer), ending with a newline. Both finders
-have the same contract: ``line_spans(data, size)`` yields ``(start, end)`` of
+have the same contract: ``line_spans(data, begin, size)`` yields ``(start, end)`` of
 each candidate line, in order and once each (``end`` is the index of its newline).
 They may yield a line no pattern matches, never skip one that does: the matcher
 confirms every candidate with Python's ``re`` and picks the rule there, so both
@@ -10,7 +10,13 @@ finders give the same verdicts.
 
 - :class:`HyperscanFinder`: every full pattern in one Hyperscan block-mode
   database, one pass in C over the whole region (the ``hyperscan`` wheel bundles
-  the library). About twice as fast as the fallback's key scan on big logs.
+  the library). About twice as fast as the fallback's key scan on big logs. It
+  also tells which patterns match one line (``matching``), so the matcher
+  needs no Python regex at all. Compiling the database is the costly part of
+  start-up, so the compiled database is kept in a cache file keyed by the
+  patterns and the library version (``$DISTRUN_CACHE_DIR``, else
+  ``$XDG_CACHE_HOME/distrun``, else ``~/.cache/distrun``); a cache that cannot
+  be read or written only costs the compile.
 - :class:`KeyFinder`: the fallback where the package or the CPU is missing:
   one Python regex of the patterns' literal keys (prefix-factored) over the
   region.
@@ -18,9 +24,14 @@ finders give the same verdicts.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from distrun.diagnose import cache
 
 try:
     import hyperscan as _hs
@@ -33,7 +44,9 @@ class LineFinder(Protocol):
 
     name: str
 
-    def line_spans(self, data: bytes, size: int) -> Iterator[tuple[int, int]]: ...
+    def line_spans(
+        self, data: bytes | bytearray, begin: int, size: int
+    ) -> Iterator[tuple[int, int]]: ...
 
 
 class _Trie(dict[str, "_Trie"]):
@@ -67,8 +80,10 @@ class KeyFinder:
     def __init__(self, keys: Sequence[str]) -> None:
         self._search = re.compile(trie_regex(keys).encode()).search
 
-    def line_spans(self, data: bytes, size: int) -> Iterator[tuple[int, int]]:
-        pos = 0
+    def line_spans(
+        self, data: bytes | bytearray, begin: int, size: int
+    ) -> Iterator[tuple[int, int]]:
+        pos = begin
         while (found := self._search(data, pos, size)) is not None:
             start = data.rfind(b"\n", 0, found.start()) + 1
             end = data.find(b"\n", found.end(), size)
@@ -81,29 +96,70 @@ class HyperscanFinder:
 
     name = "hyperscan"
 
-    def __init__(self, patterns: Sequence[str]) -> None:
+    def __init__(self, patterns: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
         if _hs is None:
             raise ImportError("hyperscan is not installed")
-        self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        self._db.compile(
-            expressions=[p.encode() for p in patterns],
-            ids=list(range(len(patterns))),
-            elements=len(patterns),
-            flags=_hs.HS_FLAG_MULTILINE,
-        )
+        cache_path = _cache_file(patterns, os.environ if environ is None else environ)
+        self._db: Any = _load(cache_path) if cache_path is not None else None
+        if self._db is None:
+            self._db = _compile(patterns)
+            cache.store(cache_path, _hs.dumpb(self._db))
 
-    def line_spans(self, data: bytes, size: int) -> Iterator[tuple[int, int]]:
+    def matching(self, text: bytes) -> set[int]:
+        """The ids (indices) of the patterns that match ``text`` (one line)."""
+        found: set[int] = set()
+
+        def on_match(pattern: int, _start: int, _end: int, _flags: int, _context: object) -> None:
+            found.add(pattern)
+
+        self._db.scan(text, match_event_handler=on_match)
+        return found
+
+    def line_spans(
+        self, data: bytes | bytearray, begin: int, size: int
+    ) -> Iterator[tuple[int, int]]:
         ends: list[int] = []
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
             ends.append(end)
 
-        region = cast(bytes, memoryview(data)[:size])  # the C scan takes any buffer; no copy
+        region = cast(bytes, memoryview(data)[begin:size])  # the C scan takes any buffer; no copy
         self._db.scan(region, match_event_handler=on_match)
-        return _lines_of(data, sorted(ends))
+        return _lines_of(data, sorted(end + begin for end in ends))
 
 
-def _lines_of(data: bytes, ends: list[int]) -> Iterator[tuple[int, int]]:
+def _compile(patterns: Sequence[str]) -> Any:
+    assert _hs is not None
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(
+        expressions=[p.encode() for p in patterns],
+        ids=list(range(len(patterns))),
+        elements=len(patterns),
+        flags=_hs.HS_FLAG_MULTILINE,
+    )
+    return db
+
+
+def _cache_file(patterns: Sequence[str], environ: Mapping[str, str]) -> Path | None:
+    digest = hashlib.sha256("\0".join(patterns).encode())
+    digest.update(str(getattr(_hs, "__version__", "")).encode())
+    return cache.cache_file(f"diagnose-{digest.hexdigest()[:24]}.hsdb", environ)
+
+
+def _load(path: Path) -> Any:
+    assert _hs is not None
+    data = cache.read(path)
+    if data is None:
+        return None
+    try:
+        db = _hs.loadb(data, _hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)
+    except _hs.error:
+        return None
+    return db
+
+
+def _lines_of(data: bytes | bytearray, ends: list[int]) -> Iterator[tuple[int, int]]:
     """The lines holding the (sorted, exclusive) match end offsets, once each."""
     line_end = -1
     for end in ends:
@@ -114,11 +170,13 @@ def _lines_of(data: bytes, ends: list[int]) -> Iterator[tuple[int, int]]:
         yield start, line_end
 
 
-def make_finder(patterns: Sequence[str], keys: Sequence[str], fast: bool = True) -> LineFinder:
+def make_finder(
+    patterns: Sequence[str], keys: Callable[[], Sequence[str]], fast: bool = True
+) -> LineFinder:
     """Hyperscan where it is installed and takes the patterns; the key scan otherwise."""
     if fast and _hs is not None:
         try:
             return HyperscanFinder(patterns)
         except _hs.error:  # an old CPU (no SSSE3) or a pattern Hyperscan cannot compile
             pass
-    return KeyFinder(keys)
+    return KeyFinder(keys())

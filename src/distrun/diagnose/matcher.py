@@ -5,9 +5,20 @@ Three stages, none of which loops over the rules for every line:
 1. a *line finder* over whole binary chunks (see :mod:`distrun.diagnose.linefind`):
    Hyperscan with every pattern in one database, or, where it is missing, one
    Python regex of the literal keys every pattern contains;
-2. the *combined* regex (all full patterns in one alternation) on the
-   candidate lines;
-3. per-rule attribution on the lines the combined regex matched.
+2. the candidate line is normalised (:mod:`distrun.diagnose.normalize`):
+   timestamp, ANSI codes and launcher prefixes off, literal ``\\n`` pastes split;
+3. attribution of each logical line to one rule: with Hyperscan, the ids of
+   the patterns that match the line (no Python regex is compiled at all);
+   without it, one Python alternation per group. Groups in order: strong
+   signatures (file order), the rank context, weak wordings, context frames,
+   generic error lines.
+
+Small files (pasted excerpts, up to ``SMALL_BYTES``) are normalised whole
+first, and each pair of adjacent logical lines is matched joined as well, so a
+message a terminal wrapped in the middle is still found.
+
+Memory is bounded: chunks of ``CHUNK_BYTES``; a line longer than
+``MAX_LINE`` is considered up to that length and the rest of it is skipped.
 """
 
 from __future__ import annotations
@@ -15,10 +26,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from io import BufferedIOBase
 
-from distrun.diagnose.linefind import make_finder
+from distrun.diagnose.linefind import HyperscanFinder, make_finder
+from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
 from distrun.diagnose.rules import (
+    CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
     RANK_CONTEXT_ID,
@@ -26,17 +39,35 @@ from distrun.diagnose.rules import (
     RuleSet,
     keys_for,
 )
+from distrun.diagnose.sources import parse_time
 
 CHUNK_BYTES = 8 << 20
+SMALL_BYTES = 4 << 20
+_MAX_LINE_BYTES = MAX_LINE * 4  # a capped line of 4-byte characters
 
 
 @dataclass(frozen=True)
 class RawHit:
-    """A matched line: rule id (or the generic/rank-context ids), line number, text."""
+    """A matched logical line: rule id (or the generic/rank-context ids), where, what.
+
+    ``strong``: matched one of the rule's strong patterns; ``rank``/``node``:
+    named by the line's prefixes; ``time``: its leading timestamp.
+    """
 
     rule_id: str
     line: int
     text: str
+    strong: bool = True
+    rank: int | None = None
+    node: str | None = None
+    time: float | None = None
+
+
+@dataclass(frozen=True)
+class _Entry:
+    line: int
+    time: float | None
+    logical: Logical
 
 
 class Matcher:
@@ -45,59 +76,166 @@ class Matcher:
     def __init__(self, rules: RuleSet, fast: bool = True) -> None:
         """``fast=False`` forces the pure-Python line finder."""
         self.rules = rules
-        patterns = rules.all_patterns()
-        self.keys = keys_for(patterns)
-        self.finder = make_finder(patterns, self.keys, fast)
-        self.combined = re.compile("|".join(f"(?:{p})" for p in patterns))
-        self._attribution: list[tuple[str, re.Pattern[str]]] = [
-            (r.id, re.compile("|".join(f"(?:{p})" for p in r.patterns))) for r in rules.rule
+        self._groups = attribution_groups(rules)
+        patterns = [p for _, _, group in self._groups for p in group]
+        self._owner: list[tuple[int, str, bool]] = [
+            (order, rule_id, strong)
+            for order, (rule_id, strong, group) in enumerate(self._groups)
+            for _ in group
         ]
-        self._attribution.append((RANK_CONTEXT_ID, _alternation(RANK_CONTEXT_PATTERNS)))
-        self._attribution.append((GENERIC_ERROR_ID, _alternation(GENERIC_ERROR_PATTERNS)))
+        self.finder = make_finder(patterns, lambda: keys_for(patterns), fast)
+        self._hs = self.finder if isinstance(self.finder, HyperscanFinder) else None
+        self._regexes: list[tuple[str, re.Pattern[str], bool]] | None = None
 
-    def classify(self, text: str) -> str | None:
-        """The id of the first rule that matches ``text`` (None: no match)."""
-        if not self.combined.search(text):
-            return None
-        for rule_id, regex in self._attribution:
+    def classify(self, text: str) -> tuple[str, bool] | None:
+        """(rule id, strong) of the first rule that matches ``text``; None: no match.
+
+        "First" in attribution order: strong signatures (file order), the rank
+        context, weak wordings, context frames, generic error lines.
+        """
+        if self._hs is not None:
+            ids = self._hs.matching(text.encode("utf-8", "replace"))
+            if not ids:
+                return None
+            _, rule_id, strong = min(self._owner[i] for i in ids)
+            return rule_id, strong
+        for rule_id, regex, strong in self._python_regexes():
             if regex.search(text):
-                return rule_id
-        return None  # pragma: no cover - combined matched, so one rule does
+                return rule_id, strong
+        return None
+
+    def _python_regexes(self) -> list[tuple[str, re.Pattern[str], bool]]:
+        if self._regexes is None:
+            self._regexes = [(i, _alternation(g), s) for i, s, g in self._groups]
+        return self._regexes
 
     def scan_lines(self, lines: Iterable[str], first_line: int = 1) -> Iterator[RawHit]:
         """Match already-split text lines (small inputs: error files, events)."""
         for number, text in enumerate(lines, start=first_line):
-            rule_id = self.classify(text)
-            if rule_id is not None:
-                yield RawHit(rule_id, number, text)
+            yield from self._match_raw(text, number)
 
-    def scan_stream(self, stream: BinaryIO) -> Iterator[RawHit]:
-        """Match a binary stream chunk by chunk; lines are numbered from 1."""
-        carry = b""
-        line_base = 1
-        while True:
-            block = stream.read(CHUNK_BYTES)
-            buf = carry + block
-            if not block:
-                if buf:
-                    yield from self._scan_region(buf + b"\n", len(buf) + 1, line_base)
-                return
-            cut = buf.rfind(b"\n") + 1
-            yield from self._scan_region(buf, cut, line_base)
-            line_base += buf.count(b"\n", 0, cut)
-            carry = buf[cut:]
+    def scan_stream(self, stream: BufferedIOBase) -> Iterator[RawHit]:
+        """Match a binary stream; small inputs whole (wrapped lines joined), big ones by chunk."""
+        head = stream.read(SMALL_BYTES + 1)
+        if len(head) <= SMALL_BYTES:
+            yield from self.scan_small(head)
+            return
+        yield from self._scan_chunks(head, stream)
 
-    def _scan_region(self, data: bytes, size: int, line_base: int) -> Iterator[RawHit]:
-        """``data[:size]`` holds whole lines; yield the matching ones."""
-        counted = 0
+    def _scan_chunks(self, head: bytes, stream: BufferedIOBase) -> Iterator[RawHit]:
+        """Whole lines of each chunk, read into one reused buffer (no copy per chunk).
+
+        The buffer holds the unfinished last line of the previous chunk (at most
+        ``_MAX_LINE_BYTES``: longer lines are cut there and their rest skipped)
+        followed by the next chunk.
+        """
+        buf = bytearray(max(CHUNK_BYTES, len(head)) + _MAX_LINE_BYTES + 1)
+        view = memoryview(buf)
+        buf[: len(head)] = head
+        filled, carry, line_base, skipping = len(head), 0, 1, False
+        while filled > carry:
+            start = 0
+            if skipping:  # the rest of an over-long line
+                newline = buf.find(b"\n", 0, filled)
+                skipping = newline < 0
+                start = filled if skipping else newline + 1
+                line_base += 0 if skipping else 1
+            cut = buf.rfind(b"\n", start, filled) + 1
+            if cut > start:
+                yield from self._scan_region(buf, start, cut, line_base)
+                line_base += buf.count(b"\n", start, cut)
+            else:
+                cut = start
+            carry = filled - cut
+            if carry > _MAX_LINE_BYTES:
+                yield from self._scan_region(bytes(buf[cut : cut + _MAX_LINE_BYTES]) + b"\n", 0, -1,
+                                             line_base)
+                carry, skipping = 0, True
+            buf[:carry] = buf[filled - carry : filled]
+            filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
+        if carry and not skipping:
+            yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base)
+
+    def _scan_region(self, data: bytes | bytearray, begin: int, size: int,
+                     line_base: int) -> Iterator[RawHit]:
+        """``data[begin:size]`` (to the end for -1) holds whole lines; yield the matching ones."""
+        size = len(data) if size < 0 else size
+        counted = begin
         line = line_base
-        for start, end in self.finder.line_spans(data, size):
+        for start, end in self.finder.line_spans(data, begin, size):
             line += data.count(b"\n", counted, start)
             counted = start
-            text = data[start:end].decode("utf-8", "replace").rstrip("\r")
-            rule_id = self.classify(text)
-            if rule_id is not None:
-                yield RawHit(rule_id, line, text)
+            stop = min(end, start + _MAX_LINE_BYTES)
+            yield from self._match_raw(bytes(data[start:stop]).decode("utf-8", "replace"), line)
+
+    def _match_raw(self, raw: str, number: int) -> Iterator[RawHit]:
+        when, rest = parse_time(raw.rstrip("\r"))
+        for logical in logical_lines(rest):
+            found = self.classify(logical.text)
+            if found is not None:
+                yield _hit(found, number, when, logical)
+
+    def scan_small(self, data: bytes) -> Iterator[RawHit]:
+        """A whole small input: every line normalised, wrapped messages joined."""
+        entries = _entries(data.decode("utf-8", "replace"))
+        texts = [e.logical.text for e in entries]
+        hits: dict[int, RawHit] = {}
+        for index in self._candidates(texts):
+            entry = entries[index]
+            found = self.classify(entry.logical.text)
+            if found is not None:
+                hits[index] = _hit(found, entry.line, entry.time, entry.logical)
+        pairs = [texts[i] + " " + texts[i + 1] for i in range(len(texts) - 1)]
+        for index in self._candidates(pairs):
+            if _is_rule(hits.get(index)) or _is_rule(hits.get(index + 1)):
+                continue
+            found = self.classify(pairs[index])
+            if found is not None and _names_a_cause(found[0]):
+                entry = entries[index]
+                joined = Logical(pairs[index], entry.logical.rank, entry.logical.node)
+                hits[index] = _hit(found, entry.line, entry.time, joined)
+        yield from (hits[i] for i in sorted(hits))
+
+    def _candidates(self, texts: list[str]) -> Iterator[int]:
+        """Indices of the texts the line finder picks."""
+        data = ("\n".join(texts) + "\n").encode("utf-8", "replace")
+        counted, index = 0, 0
+        for start, _end in self.finder.line_spans(data, 0, len(data)):
+            index += data.count(b"\n", counted, start)
+            counted = start
+            yield index
+
+
+def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
+    """(rule id, strong, patterns) in the order that decides which rule a line belongs to."""
+    groups = [(r.id, True, r.patterns) for r in rules.rule]
+    groups.append((RANK_CONTEXT_ID, True, RANK_CONTEXT_PATTERNS))
+    groups.extend((r.id, False, r.weak) for r in rules.rule if r.weak)
+    groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)
+    groups.append((GENERIC_ERROR_ID, True, GENERIC_ERROR_PATTERNS))
+    return groups
+
+
+def _entries(text: str) -> list[_Entry]:
+    entries: list[_Entry] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        when, rest = parse_time(raw.rstrip("\r"))
+        entries.extend(_Entry(number, when, logical) for logical in logical_lines(rest))
+    return entries
+
+
+def _names_a_cause(rule_id: str) -> bool:
+    return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID) and not rule_id.startswith(
+        CONTEXT_PREFIX)
+
+
+def _is_rule(hit: RawHit | None) -> bool:
+    return hit is not None and _names_a_cause(hit.rule_id)
+
+
+def _hit(found: tuple[str, bool], line: int, when: float | None, logical: Logical) -> RawHit:
+    rule_id, strong = found
+    return RawHit(rule_id, line, logical.text, strong, logical.rank, logical.node, when)
 
 
 def _alternation(patterns: Iterable[str]) -> re.Pattern[str]:

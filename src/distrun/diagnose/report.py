@@ -1,21 +1,35 @@
-"""Render a :class:`Diagnosis`: JSON for machines, rich text for people."""
+"""Render a :class:`Diagnosis`: JSON for machines, plain text for people.
+
+Plain text (no rich): log text is printed as it is, never interpreted as
+markup, and importing this module costs nothing at start-up. Every log line
+shown is capped at ``MAX_TEXT`` characters (an ellipsis marks the cut), in
+both outputs.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import IO, Any
 
-from rich.console import Console
-from rich.markup import escape
-
 from distrun.diagnose.engine import Cause, Diagnosis, Hit
 
-TEXT_WIDTH = 160
+MAX_TEXT = 500
+
+
+def short(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` capped at ``limit`` characters, the cut marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The JSON contract: ``{"causes": [...], "unrecognised": [...], "failed_ranks": [...]}``."""
+    """The JSON contract::
+
+    {"verdict": "cause" | "no-known-cause" | "nothing-failed", "confidence": ...,
+     "causes": [...], "unrecognised": [...], "failed_ranks": [...]}
+    """
     return {
+        "verdict": _verdict(diagnosis),
+        "confidence": diagnosis.confidence,
         "causes": [_cause_json(c) for c in diagnosis.causes],
         "unrecognised": [_hit_json(h) for h in diagnosis.unrecognised],
         "failed_ranks": [
@@ -25,23 +39,31 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     }
 
 
+def _verdict(diagnosis: Diagnosis) -> str:
+    if diagnosis.causes:
+        return "cause"
+    return "no-known-cause" if diagnosis.failed else "nothing-failed"
+
+
 def _cause_json(cause: Cause) -> dict[str, Any]:
     return {
         "id": cause.rule.id,
         "title": cause.rule.title,
         "category": cause.rule.category,
+        "confidence": cause.confidence,
         "rank": cause.rank,
         "node": cause.node,
         "evidence": [_evidence_json(h) for h in cause.evidence],
         "fix": list(cause.rule.fix),
         "explanation": cause.rule.explanation,
         "docs": list(cause.rule.docs),
+        "note": cause.note,
         "consequences": [_hit_json(h) | {"id": h.rule_id} for h in cause.consequences],
     }
 
 
 def _evidence_json(hit: Hit) -> dict[str, Any]:
-    return {"file": hit.file, "line": hit.line, "text": hit.text}
+    return {"file": hit.file, "line": hit.line, "text": short(hit.text)}
 
 
 def _hit_json(hit: Hit) -> dict[str, Any]:
@@ -54,15 +76,15 @@ def write_json(diagnosis: Diagnosis, out: IO[str]) -> None:
 
 
 def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
-    """The human verdict, one screen: cause, rank, node, evidence, fix."""
-    console = Console(file=out, width=TEXT_WIDTH, highlight=False, soft_wrap=True)
+    """The human verdict, one screen: cause, confidence, rank, node, evidence, fix."""
+    lines: list[str] = []
     if diagnosis.causes:
-        _print_causes(console, diagnosis)
+        _causes_text(diagnosis, lines)
     elif diagnosis.failed:
-        _print_unknown(console, diagnosis)
+        _unknown_text(diagnosis, lines)
     else:
-        console.print(f"No errors found in {diagnosis.files} file(s): nothing failed.",
-                      markup=False)
+        lines.append(f"No errors found in {diagnosis.files} file(s): nothing failed.")
+    out.write("\n".join(lines) + "\n")
 
 
 def _where(rank: int | None, node: str | None) -> str:
@@ -70,56 +92,56 @@ def _where(rank: int | None, node: str | None) -> str:
     return f"{rank_text} on node {node}" if node else rank_text
 
 
-def _print_causes(console: Console, diagnosis: Diagnosis) -> None:
+def _causes_text(diagnosis: Diagnosis, lines: list[str]) -> None:
     root, *others = diagnosis.causes
-    console.print(f"[bold red]Root cause:[/] {escape(f'{root.rule.title} [{root.rule.id}]')}")
-    console.print(f"  where: {escape(_where(root.rank, root.node))}   "
-                  f"category: {root.rule.category}")
-    _print_evidence(console, root.evidence)
-    console.print(f"  why: {escape(root.rule.explanation)}")
-    console.print("  fix:")
-    for number, step in enumerate(root.rule.fix, start=1):
-        console.print(f"    {number}. {escape(step)}")
-    console.print(f"  docs: {' '.join(root.rule.docs)}")
+    if root.rule.kind == "secondary":
+        lines.append(f"Only consequences found (the root cause is not in these logs): "
+                     f"{root.rule.title} [{root.rule.id}]")
+    else:
+        lines.append(f"Root cause: {root.rule.title} [{root.rule.id}]")
+    lines.append(f"  confidence: {root.confidence}{_confidence_hint(root)}")
+    lines.append(f"  where: {_where(root.rank, root.node)}   category: {root.rule.category}")
+    if root.note:
+        lines.append(f"  note: {root.note}")
+    lines.append("  evidence:")
+    lines.extend(f"    {_loc(hit)}  {short(hit.text)}" for hit in root.evidence)
+    lines.append(f"  why: {root.rule.explanation}")
+    lines.append("  fix:")
+    lines.extend(f"    {n}. {step}" for n, step in enumerate(root.rule.fix, start=1))
+    lines.append(f"  docs: {' '.join(root.rule.docs)}")
     if root.consequences:
-        console.print("  consequences (errors the other ranks raised because of it):")
-        for hit in root.consequences:
-            console.print(f"    {_where(hit.rank, None)}: {hit.rule_id} at {_loc(hit)}")
+        lines.append("  consequences (errors the other ranks raised because of it):")
+        lines.extend(f"    {_where(h.rank, None)}: {h.rule_id} at {_loc(h)}" for h in root.consequences)
     for cause in others:
-        console.print(
-            f"Also seen: {escape(f'{cause.rule.title} [{cause.rule.id}]')} "
-            f"({escape(_where(cause.rank, cause.node))}, {_loc(cause.evidence[0])})"
-        )
-    _print_unrecognised(console, diagnosis.unrecognised, "Earlier unrecognised error lines:")
+        lines.append(f"Also seen: {cause.rule.title} [{cause.rule.id}] "
+                     f"({_where(cause.rank, cause.node)}, {_loc(cause.evidence[0])})")
+    _unrecognised_text(diagnosis.unrecognised, "Earlier unrecognised error lines:", lines)
 
 
-def _print_evidence(console: Console, hits: tuple[Hit, ...]) -> None:
-    console.print("  evidence:")
-    for hit in hits:
-        console.print(f"    {_loc(hit)}  {escape(_short(hit.text))}")
+def _confidence_hint(cause: Cause) -> str:
+    if cause.confidence == "low":
+        return " (matched only a wording other failures share: check the evidence)"
+    if cause.confidence == "medium" and not cause.note:
+        return " (unrecognised errors came first, or the cause was inferred: check below)"
+    return ""
 
 
 def _loc(hit: Hit) -> str:
-    return escape(f"{hit.file}:{hit.line}")
+    return f"{hit.file}:{hit.line}"
 
 
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _print_unknown(console: Console, diagnosis: Diagnosis) -> None:
-    console.print("[bold yellow]No known cause[/] matched these logs.")
+def _unknown_text(diagnosis: Diagnosis, lines: list[str]) -> None:
+    lines.append("No known cause matched these logs.")
     for exit_ in diagnosis.failed_exits:
         signal = f", signal {exit_.signal}" if exit_.signal else ""
-        console.print(f"  rank {exit_.rank} exited with code {exit_.exitcode}{escape(signal)}")
-    _print_unrecognised(console, diagnosis.unrecognised, "Earliest error lines:")
-    console.print("  next: read the failing rank's own log around these lines;")
-    console.print("        rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL for detail.")
+        lines.append(f"  rank {exit_.rank} exited with code {exit_.exitcode}{signal}")
+    _unrecognised_text(diagnosis.unrecognised, "Earliest error lines:", lines)
+    lines.append("  next: read the failing rank's own log around these lines;")
+    lines.append("        rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL for detail.")
 
 
-def _print_unrecognised(console: Console, hits: tuple[Hit, ...], heading: str) -> None:
+def _unrecognised_text(hits: tuple[Hit, ...], heading: str, lines: list[str]) -> None:
     if not hits:
         return
-    console.print(heading)
-    for hit in hits:
-        console.print(f"  {_where(hit.rank, None)}  {_loc(hit)}  {escape(_short(hit.text))}")
+    lines.append(heading)
+    lines.extend(f"  {_where(h.rank, None)}  {_loc(h)}  {short(h.text)}" for h in hits)

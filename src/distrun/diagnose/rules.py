@@ -12,19 +12,17 @@ full pattern only on the lines that hold a key.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from typing import Literal
+from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from distrun.diagnose import cache as disk_cache
 
 GENERIC_ERROR_ID = "unrecognised-error"
 RANK_CONTEXT_ID = "rank-context"
@@ -32,68 +30,152 @@ RANK_CONTEXT_ID = "rank-context"
 # Lines that look like an error but match no rule: the "no known cause" evidence.
 GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
 # torchelastic's failure summary names the rank on its own line before the cause.
-RANK_CONTEXT_PATTERNS = ("  rank      : [0-9]+ \\(local_rank",)
+RANK_CONTEXT_PATTERNS = (
+    "rank      : [0-9]+ \\(local_rank",
+    "Process [0-9]+ terminated with the following error",  # torch.multiprocessing.spawn
+)
 
 _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
 _MIN_KEY = 4
 _MAX_KEY = 12
+_KINDS = ("primary", "secondary")
+_FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "context", "refines",
+           "max_confidence", "explanation", "fix", "docs"}
+CONFIDENCES = ("high", "medium", "low")
+CONTEXT_PREFIX = "context:"
 
 
-class Rule(BaseModel):
-    """One signature -> cause rule, as written in ``rules.toml``."""
+class RuleError(ValueError):
+    """The rule file is malformed (the message names the rule and the field)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^[a-z0-9-]+$")
+@dataclass(frozen=True)
+class Rule:
+    """One signature -> cause rule, as written in ``rules.toml``.
+
+    ``patterns`` are strong signatures (a match alone is good evidence);
+    ``max_confidence`` caps the confidence of a rule whose error is often the
+    symptom of a cause elsewhere (a device-visibility error caused by the
+    scheduler's binding or a framework's device code);
+    ``weak`` ones are wordings that also appear in other failures, so a cause
+    found only through them is reported with low confidence. ``context``
+    patterns (traceback frames) never name a cause alone: they turn a nearby
+    cause of a rule in ``refines`` into this rule (a CUDA-unavailable error
+    raised inside MMEngine's init_dist is the framework's CUDA-only init).
+    """
+
+    id: str
     title: str
     category: str
-    kind: Literal["primary", "secondary"]
-    patterns: tuple[str, ...] = Field(min_length=1)
+    kind: str
+    patterns: tuple[str, ...]
     explanation: str
-    fix: tuple[str, ...] = Field(min_length=1)
-    docs: tuple[str, ...] = Field(min_length=1)
+    fix: tuple[str, ...]
+    docs: tuple[str, ...]
+    weak: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    refines: tuple[str, ...] = ()
+    max_confidence: str = "high"
 
-    @field_validator("patterns")
     @classmethod
-    def _portable(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in patterns:
-            check_pattern(pattern)
-        return patterns
+    def from_table(cls, table: dict[str, Any], check: bool = True) -> Rule:
+        name = str(table.get("id", "?"))
+        unknown = set(table) - _FIELDS
+        if unknown:
+            raise RuleError(f"rule {name}: unknown field(s) {', '.join(sorted(unknown))}")
+        try:
+            rule = cls(
+                id=_text(table, "id"), title=_text(table, "title"),
+                category=_text(table, "category"), kind=_text(table, "kind"),
+                patterns=_texts(table, "patterns"), explanation=_text(table, "explanation"),
+                fix=_texts(table, "fix"), docs=_texts(table, "docs"),
+                weak=_texts(table, "weak", required=False),
+                context=_texts(table, "context", required=False),
+                refines=_texts(table, "refines", required=False),
+                max_confidence=str(table.get("max_confidence", "high")),
+            )
+        except (KeyError, TypeError) as err:
+            raise RuleError(f"rule {name}: {err}") from err
+        if check:
+            rule.validate()
+        elif rule.kind not in _KINDS:
+            raise RuleError(f"rule {rule.id}: kind {rule.kind!r} is not one of {_KINDS}")
+        return rule
 
-    @field_validator("docs")
-    @classmethod
-    def _links(cls, docs: tuple[str, ...]) -> tuple[str, ...]:
-        for link in docs:
+    def validate(self) -> None:
+        if not re.fullmatch(r"[a-z0-9-]+", self.id):
+            raise RuleError(f"rule id {self.id!r} is not lower-case letters, digits and dashes")
+        if self.kind not in _KINDS:
+            raise RuleError(f"rule {self.id}: kind {self.kind!r} is not one of {_KINDS}")
+        if self.max_confidence not in CONFIDENCES:
+            raise RuleError(f"rule {self.id}: max_confidence {self.max_confidence!r} is not one of "
+                            f"{CONFIDENCES}")
+        if bool(self.context) != bool(self.refines):
+            raise RuleError(f"rule {self.id}: context and refines go together")
+        for pattern in self.patterns + self.weak + self.context:
+            try:
+                check_pattern(pattern)
+            except ValueError as err:
+                raise RuleError(f"rule {self.id}: {err}") from err
+        for link in self.docs:
             if not link.startswith("https://"):
-                raise ValueError(f"doc link {link!r} is not an https URL")
-        return docs
+                raise RuleError(f"rule {self.id}: doc link {link!r} is not an https URL")
 
 
-class RuleSet(BaseModel):
+def _text(table: dict[str, Any], key: str) -> str:
+    value = table[key]
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{key} must be a non-empty string")
+    return value
+
+
+def _texts(table: dict[str, Any], key: str, required: bool = True) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{key} must be a list of strings")
+    if required and not value:
+        raise TypeError(f"{key} must not be empty")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class RuleSet:
     """All rules, in file order (the first matching rule wins a line)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    rule: tuple[Rule, ...]
 
-    rule: tuple[Rule, ...] = Field(min_length=1)
-
-    @field_validator("rule")
-    @classmethod
-    def _unique(cls, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
-        ids = [r.id for r in rules]
+    def __post_init__(self) -> None:
+        if not self.rule:
+            raise RuleError("a rule set needs at least one rule")
+        ids = [r.id for r in self.rule]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
-            raise ValueError(f"duplicate rule ids: {', '.join(dupes)}")
-        return rules
+            raise RuleError(f"duplicate rule ids: {', '.join(dupes)}")
+        unknown = {x for r in self.rule for x in r.refines} - set(ids)
+        if unknown:
+            raise RuleError(f"refines names unknown rule(s): {', '.join(sorted(unknown))}")
+        object.__setattr__(self, "_by_id", {r.id: r for r in self.rule})
+
+    @classmethod
+    def from_toml(cls, data: dict[str, Any], check: bool = True) -> RuleSet:
+        """``check=False`` skips the per-pattern checks (the packaged file, checked in CI)."""
+        tables = data.get("rule")
+        if not isinstance(tables, list):
+            raise RuleError("the rule file has no [[rule]] tables")
+        return cls(tuple(Rule.from_table(t, check) for t in tables))
+
+    def ids(self) -> dict[str, Rule]:
+        """Rule id -> rule."""
+        found: dict[str, Rule] = self.__dict__["_by_id"]
+        return found
 
     def by_id(self, rule_id: str) -> Rule:
-        for rule in self.rule:
-            if rule.id == rule_id:
-                return rule
-        raise KeyError(rule_id)
+        found: dict[str, Rule] = self.__dict__["_by_id"]
+        return found[rule_id]
 
     def all_patterns(self) -> list[str]:
-        """Every pattern the engine matches, rules first (the grep -f list)."""
-        own = [p for r in self.rule for p in r.patterns]
+        """Every pattern the engine matches (the grep -f list)."""
+        own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS)
 
 
@@ -200,14 +282,41 @@ def keys_for(patterns: Sequence[str]) -> list[str]:
     return sorted(kept)
 
 
+def _parse_toml(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
+
+
 def load_rules(text: str | None = None) -> RuleSet:
     """Parse and validate a rule set; the packaged ``rules.toml`` by default."""
     if text is None:
         return default_rules()
-    return RuleSet.model_validate(tomllib.loads(text))
+    return RuleSet.from_toml(_parse_toml(text))
+
+
+RULES_FILE = Path(__file__).parent / "rules.toml"
 
 
 @cache
 def default_rules() -> RuleSet:
-    text = resources.files("distrun.diagnose").joinpath("rules.toml").read_text("utf-8")
-    return RuleSet.model_validate(tomllib.loads(text))
+    """The packaged rules; their patterns are checked by the test suite, not at every start.
+
+    The parsed file is cached as JSON (parsing TOML is most of diagnose's start-up).
+    """
+    raw = RULES_FILE.read_bytes()
+    path = disk_cache.cache_file(f"rules-{hashlib.sha256(raw).hexdigest()[:24]}.json")
+    cached = disk_cache.read(path)
+    data: Any = None
+    if cached is not None:
+        try:
+            data = json.loads(cached)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict):
+        data = _parse_toml(raw.decode("utf-8"))
+        disk_cache.store(path, json.dumps(data).encode())
+    return RuleSet.from_toml(data, check=False)

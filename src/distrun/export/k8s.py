@@ -35,7 +35,7 @@ def container(plan: LaunchPlan, options: ExportOptions) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "name": "pytorch",
         "image": Text(options.image),
-        "command": [Text(options.torchrun)],
+        "command": [Text(a) for a in options.torchrun_argv()],
         "args": [Text(a) for a in shared_args(plan)],
         "ports": [{"name": "pytorchjob-port", "containerPort": rdzv_port(plan)}],
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 
 from distrun.errors import UsageError
@@ -28,10 +29,17 @@ class ExportOptions:
     image: str = "pytorch/pytorch:latest"
     namespace: str | None = None
     torchrun: str = "torchrun"
+    """A command, split like a shell would: ``torchrun``, ``python -m torch.distributed.run``
+    or ``distrun launch`` (see :meth:`torchrun_argv`)."""
+    mpirun_hostfile: str = "hostfile"
+    """accelerate, several CPU processes: the mpirun hostfile its config names."""
+    hosts: tuple[str, ...] = ()
+    """The nodes' host names in node-rank order (``--host``, ``--hostfile``, Slurm's node list);
+    empty: the plan's own."""
 
     def __post_init__(self) -> None:
         for name in ("job_name", "time", "partition", "account", "sbatch_output",
-                     "sbatch_error", "image", "namespace", "torchrun"):
+                     "sbatch_error", "image", "namespace", "torchrun", "mpirun_hostfile"):
             value = getattr(self, name)
             if value is not None and (not value or any(c in value for c in "\n\r\t\0")):
                 flag = "--" + name.replace("_", "-")
@@ -43,9 +51,23 @@ class ExportOptions:
         if self.cpus_per_task is not None and self.cpus_per_task < 1:
             raise UsageError(f"--cpus-per-task {self.cpus_per_task} is below 1", "at least 1",
                              "pass e.g. --cpus-per-task 8")
+        self.torchrun_argv()
         if self.machine_rank < 0:
             raise UsageError(f"--node-rank {self.machine_rank} is negative", "0 or more",
                              "pass e.g. --node-rank 0")
+
+    def torchrun_argv(self) -> list[str]:
+        """``--torchrun`` as argv: ``"python -m torch.distributed.run"`` is three words."""
+        try:
+            words = shlex.split(self.torchrun)
+        except ValueError as exc:
+            raise UsageError(f"--torchrun {self.torchrun!r} does not split into words ({exc})",
+                             "a command line", "pass e.g. --torchrun 'python -m "
+                             "torch.distributed.run'") from None
+        if not words:
+            raise UsageError(f"--torchrun {self.torchrun!r} names no command", "a command line",
+                             "pass e.g. --torchrun torchrun")
+        return words
 
 
 def check_k8s_name(value: str, flag: str) -> str:

@@ -10,9 +10,14 @@ from distrun.model.invocation import quote_all
 from distrun.model.plan import LaunchPlan, NodePlan
 
 
+def command(node: NodePlan, options: ExportOptions) -> list[str]:
+    """The node's torchrun argv behind the ``--torchrun`` command's own words."""
+    return [*options.torchrun_argv(), *node.invocation.argv()[1:]]
+
+
 def script(plan: LaunchPlan, node: NodePlan, options: ExportOptions) -> str:
     env = {**plan.env, **node.env}
-    torchrun = quote_all(node.invocation.argv(options.torchrun))
+    torchrun = quote_all(command(node, options))
     lines = [
         "#!/bin/sh",
         f"# Made by 'distrun export shell': {summary(plan)}.",

@@ -63,10 +63,11 @@ def exports(plan: LaunchPlan) -> list[str]:
 
 def torchrun_line(plan: LaunchPlan, options: ExportOptions) -> str:
     tail = quote_all(shared_args(plan))
+    program = quote_all(options.torchrun_argv())
     if plan.nnodes == 1:
-        return f"{shlex.quote(options.torchrun)} --standalone {tail}"
+        return f"{program} --standalone {tail}"
     endpoint = f'"$head_addr:{rdzv_port(plan)}"'
-    return (f"{shlex.quote(options.torchrun)} --nnodes {plan.nnodes} --rdzv-backend c10d "
+    return (f"{program} --nnodes {plan.nnodes} --rdzv-backend c10d "
             f'--rdzv-endpoint {endpoint} --rdzv-id "$SLURM_JOB_ID" {tail}')
 
 

@@ -15,12 +15,12 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO
 
 from distrun.errors import UsageError
 from distrun.model.invocation import DEFAULT_PORT
 from distrun.model.plan import Request
+from distrun.model.userfile import read_user_text
 
 # -tt: the remote command gets a terminal, so it is hung up (SIGHUP) when the ssh ends
 SSH = ("ssh", "-tt", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new")
@@ -75,11 +75,7 @@ def parse_hostfile(text: str, path: str) -> list[Host]:
 
 
 def read_hostfile(path: str) -> list[Host]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read hostfile {path!r}: {exc.strerror}",
-                         fix="pass the path of a file with 'host slots=N' lines") from None
+    text = read_user_text(path, "hostfile", "pass the path of a file with 'host slots=N' lines")
     return parse_hostfile(text, path)
 
 

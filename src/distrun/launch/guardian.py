@@ -112,26 +112,11 @@ def _job_processes(run_id: str, seen: dict[int, float]) -> list[object]:
 def _end(procs: list[object]) -> int:
     import psutil
 
+    from distrun.launch.reaper import end
+
     alive: list[psutil.Process] = [p for p in procs if isinstance(p, psutil.Process)]
-    for proc in alive:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            continue
-    _, left = psutil.wait_procs(alive, timeout=GRACE_S)
-    for proc in left:
-        try:
-            proc.kill()
-        except psutil.Error:
-            continue
-    psutil.wait_procs(left, timeout=GRACE_S)
+    end(alive, GRACE_S)
     return len(alive)
-
-
-def _utc_now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _record(run: Path, launcher: int, ended: int) -> None:

@@ -23,7 +23,6 @@ from distrun.model.record import JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir, spared
 
 if TYPE_CHECKING:
-    from distrun.monitor.hangwatch import HangWatch, Stopped
     from distrun.monitor.watcher import Verdict, Watcher
 
 ELASTIC_LOGGER = "torch.distributed.elastic"
@@ -40,15 +39,14 @@ def apply_env(plan: LaunchPlan, node_rank: int, env: MutableMapping[str, str]) -
 
 
 class Watching:
-    """The watcher and the hang watch, imported and started on their own thread, so that their
-    imports run while torchrun starts the workers instead of before
-    (benchmarks/launch_overhead.py). The workers' instrumentation is set up at once: it is
-    their environment."""
+    """The watcher (one loop over the detectors; on an instrumented run also the join proof and
+    the hang detector), imported and started on its own thread, so that its imports run while
+    torchrun starts the workers instead of before (benchmarks/launch_overhead.py). The workers'
+    instrumentation is set up at once: it is their environment."""
 
     def __init__(self, run: RunDir, plan: LaunchPlan, options: LaunchOptions,
                  node_rank: int) -> None:
         self.watcher: Watcher | None = None
-        self.hangs: HangWatch | None = None
         self.instrumented = instrument.enabled(os.environ, options.no_instrument)
         self.saved = _instrument(run) if self.instrumented else {}
         self._thread = threading.Thread(target=self._start, daemon=True,
@@ -64,27 +62,23 @@ class Watching:
             timeout = options.stall_timeout_s
             config = WatchConfig(timeout or DEFAULT_STALL_S, options.stall_action,
                                  stall_stops=timeout is not None, instrumented=self.instrumented)
-            actions = LauncherActions(run)
-            self.watcher = watch(run, plan, config, actions)
+            extra = []
             if self.instrumented:
-                from distrun.monitor.hangwatch import HangConfig, HangWatch
+                from distrun.monitor.hangdetect import HangConfig, hang_detectors
 
-                self.hangs = HangWatch(run, plan.nodes[node_rank].ranks,
-                                       HangConfig(stall_timeout_s=timeout,
-                                                  action=options.stall_action),
-                                       stop_job=actions.stop)
-                self.hangs.start()
+                extra = hang_detectors(plan.nodes[node_rank].ranks, HangConfig(
+                    stall_timeout_s=timeout, action=options.stall_action))
+            self.watcher = watch(run, plan, config, LauncherActions(run), extra_detectors=extra)
         except Exception as exc:  # the job runs on unwatched; the record and the console say so
             text = f"{type(exc).__name__}: {exc}"
             run.event("monitor_error", error=text)
             logging.getLogger(ELASTIC_LOGGER).error("distrun: monitor did not start: %s", text)
 
-    def stop(self) -> tuple[Verdict | None, Stopped | None]:
+    def stop(self) -> Verdict | None:
         self._thread.join()
         verdict = self.watcher.stop() if self.watcher is not None else None
-        hung = self.hangs.stop() if self.hangs is not None else None
         _restore(self.saved)
-        return verdict, hung
+        return verdict
 
 
 def _instrument(run: RunDir) -> dict[str, str | None]:
@@ -227,8 +221,8 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     try:
         outcome = run_job(plan, run, node_rank, echo)
     finally:
-        verdict, hung = watching.stop()
-    outcome = _judged(outcome, verdict, hung)
+        verdict = watching.stop()
+    outcome = _judged(outcome, verdict)
     for failure in outcome.failures:
         run.event("rank_exited", rank=failure.rank, **failure.event_fields())
     orphans = reaper.sweep()
@@ -246,15 +240,12 @@ def _own_fault(outcome: JobOutcome) -> bool:
     return first is not None and first.signal is None and not is_consequence(first, None)
 
 
-def _judged(outcome: JobOutcome, verdict: Verdict | None, hung: Stopped | None) -> JobOutcome:
+def _judged(outcome: JobOutcome, verdict: Verdict | None) -> JobOutcome:
     """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124)."""
     from distrun.monitor.stall import EXIT_STALLED
 
     if _own_fault(outcome):  # a rank raised: the hang it left behind is a consequence
         return outcome
-    if hung is not None:
-        return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
-                          hung.verdict.culprits[0], hung.message, outcome.logs_complete)
     if verdict is not None and verdict.stopped:
         return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
                           verdict.ranks[0] if verdict.ranks else None, verdict.message,

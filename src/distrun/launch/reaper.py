@@ -29,14 +29,23 @@ def sweep(grace_s: float = 3.0) -> list[dict[str, object]]:
     for proc in procs:
         try:
             ended.append({"pid": proc.pid, "name": proc.name(), "cmdline": proc.cmdline()[:4]})
+        except psutil.Error:
+            continue
+    end(procs, grace_s)
+    return ended
+
+
+def end(procs: list[psutil.Process], grace_s: float = 3.0) -> None:
+    """SIGTERM to each, SIGKILL to those still alive after ``grace_s``; gone ones are skipped."""
+    for proc in procs:
+        try:
             proc.terminate()
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             continue
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
     for proc in alive:
         try:
             proc.kill()
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             continue
     psutil.wait_procs(alive, timeout=grace_s)
-    return ended

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from distrun.errors import UsageError
+from distrun.model.limits import NODES_MAX
 
 DEFAULT_PORT = 29500
 """torchrun's rendezvous port when none is given (``--master-port``, ``--rdzv-endpoint HOST``)."""
@@ -44,8 +45,8 @@ class Nnodes:
         except ValueError:
             raise UsageError(f"--nnodes {raw!r} is not a number", "N or MIN:MAX",
                              "pass e.g. --nnodes 2") from None
-        if not 0 < lo <= hi:
-            raise UsageError(f"--nnodes {raw!r} is out of range", "0 < MIN <= MAX",
+        if not 0 < lo <= hi <= NODES_MAX:
+            raise UsageError(f"--nnodes {raw!r} is out of range", f"0 < MIN <= MAX <= {NODES_MAX}",
                              "pass e.g. --nnodes 2 or --nnodes 1:4")
         return cls(lo, hi)
 

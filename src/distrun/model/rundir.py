@@ -191,7 +191,11 @@ def create(path: Path, *, chosen: bool) -> Path:
     """Make a fresh run directory. ``chosen`` (``--run-dir``): an empty existing folder is
     used, a non-empty one refused; otherwise a unique ``-2``, ``-3`` ... suffix is added when a
     launch in the same second took the name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(exc.errno, f"cannot create the folder {path.parent} for the run "
+                          f"directory: {exc.strerror or exc}") from None
     if chosen:
         return _use_chosen(path)
     for n in range(1, MAX_SUFFIX):

@@ -1,21 +1,27 @@
 """The watcher's detectors: decisions over the run state, one per concern.
 
-A detector is any callable ``(tick: Tick) -> Sequence[Finding | Verdict]``. ``Tick`` is the
-typed run state at one moment: the ``RunState`` read from the run directory, the plan object,
-this tick's device and process samples, the node links, ``now``, the verdict so far, and two
-probes a decision may need (CPU seconds of the rank processes, rank stacks). A detector does
-not print, write or stop anything: it returns
+A detector is any callable ``(tick: Tick) -> Sequence[Finding | Notice | Verdict]``. ``Tick``
+is the typed run state at one moment: the ``RunState`` read from the run directory, the plan
+object, this tick's device and process samples, the node links, the ranks' progress files on
+an instrumented run, ``now``, the verdict so far, whether this is the last look after the job
+ended (``final``), and two probes a decision may need (CPU seconds of the rank processes, rank
+stacks). A detector does not print, write or stop anything: it returns
 
 * ``Finding`` values (the one findings type, ``distrun.model.findings``): the loop records a
   ``verified`` event and prints ``distrun: verify: <severity>: <message>``;
+* a ``Notice``: lines the loop prints, events it records and JSON files it writes into the run
+  directory, in that order (a hang named, a hang resolved); it judges nothing;
 * a ``Verdict``: the loop records its events, then ``stall_verdict``, prints
-  ``distrun: <headline>: <message>``, and stops the job when the verdict says so. After the
-  first verdict, detectors that judge (stall, lost node) see ``tick.verdict`` set and stay
-  quiet.
+  ``distrun: <headline>: <message>`` (or exactly the verdict's ``announce`` lines, with no
+  ``stall_verdict``), and stops the job when the verdict says so. The loop acts on the first
+  verdict, and on a later one only if it stops the job and the first did not. After a verdict,
+  detectors that judge heartbeats (stall, lost node) see ``tick.verdict`` set and stay quiet.
 
-A detector that must remember something between ticks (a verification done once) is a small
-object with ``__call__``. ``default_detectors(config)`` is the registry the launcher uses; a new
-detector (e.g. the hang detector) is added to that list, or passed to the watcher in
+A detector that must remember something between ticks (a verification done once, a hang
+already named) is a small object with ``__call__``. Only a detector whose ``sees_final``
+attribute is true (the hang detectors) is also called for the ``final`` tick.
+``default_detectors()`` is the registry the launcher uses; an instrumented run adds
+``distrun.monitor.hangdetect.hang_detectors`` (the join proof and the hang verdict) as
 ``extra_detectors``, without touching the loop.
 """
 
@@ -27,6 +33,7 @@ from typing import Any
 
 from distrun.model.findings import Finding
 from distrun.model.plan import LaunchPlan
+from distrun.model.progress import RankProgress
 from distrun.monitor import stall, verify
 from distrun.monitor.nodewatch import NodeWatch
 from distrun.monitor.samples import DeviceReading, ProcSample
@@ -41,7 +48,7 @@ class WatchConfig:
     record_every_s: float = 2.0
     settle_s: float = 3.0  # after every rank's first step, before judging device activity
     stall_stops: bool = True  # False: a heartbeat stall only warns (no --stall-timeout given)
-    instrumented: bool = False  # join and CPU activity come from distrun.monitor.hangwatch
+    instrumented: bool = False  # join and CPU activity come from distrun.monitor.hangdetect
 
     @property
     def join_timeout_s(self) -> float:
@@ -68,6 +75,17 @@ class Verdict:
     headline: str = "STALLED"
     events: tuple[tuple[str, dict[str, Any]], ...] = ()  # recorded before stall_verdict
     fields: dict[str, Any] = field(default_factory=dict)  # extra stall_verdict fields
+    announce: tuple[str, ...] | None = None  # said instead of the headline; no stall_verdict
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What to tell and keep without judging: lines said, events recorded, JSON files written
+    into the run directory (``(name, data)``), in that order."""
+
+    lines: tuple[str, ...] = ()
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
+    files: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass
@@ -84,10 +102,13 @@ class Tick:
     verdict: Verdict | None
     cpu_seconds: Callable[[], dict[int, float]]
     stacks: Callable[[Sequence[RankState]], Mapping[int, stall.Stack]]
+    progress: Mapping[int, RankProgress] = field(default_factory=dict)  # instrumented runs
+    final: bool = False  # the last look, after the job ended (see FINAL_ATTR)
 
 
-Result = Finding | Verdict
+Result = Finding | Notice | Verdict
 Detector = Callable[[Tick], Sequence[Result]]
+FINAL_ATTR = "sees_final"  # a detector with this attribute true also gets the final tick
 
 
 class JoinDetector:
@@ -108,7 +129,7 @@ class JoinDetector:
         if not ready and t.now - st.workers_at < t.config.join_timeout_s:
             return []
         self.done = True
-        if t.config.instrumented:  # joined: from the process group (hangwatch's proof line)
+        if t.config.instrumented:  # joined: from the process group (the proof detector's line)
             return list(verify.bindings(st.ranks))
         world = t.plan.world_size if t.plan else len(expected)
         check = verify.joined(expected, st.ranks, st.node_rank, world)
@@ -162,7 +183,7 @@ class ActivityDetector:
         st = t.state
         device_type = t.plan.device_type if t.plan else "cpu"
         if device_type in verify.SHARED_DEVICES and t.config.instrumented:
-            return []  # CPU use is judged by the hang watch's proof line
+            return []  # CPU use is judged by the proof detector
         if device_type in verify.SHARED_DEVICES:
             used = t.cpu_seconds()
             span = max(t.now - self.baseline_at, 1e-3)

@@ -7,7 +7,15 @@ import socket
 import time
 from typing import Any
 
-from distrun.model.record import DeviceRecord, JobStatus, ProcRecord, StallVerdict, Verified
+from distrun.model.record import (
+    DeviceRecord,
+    JobFinished,
+    JobStatus,
+    ProcRecord,
+    RankExited,
+    StallVerdict,
+    Verified,
+)
 from distrun.monitor.state import RankState, RunState
 from distrun.monitor.verify import ordinal
 
@@ -21,7 +29,7 @@ def snapshot(state: RunState, now: float | None = None, stall_timeout_s: float =
         now = state.finished.at  # a finished run: ages as it ended
     sample = state.last_sample
     procs = sample.ranks if sample is not None else {}
-    ranks = [_rank(s, procs.get(s.rank), now, stall_timeout_s)
+    ranks = [_rank(s, procs.get(s.rank), now, stall_timeout_s, state.finished)
              for s in sorted(state.ranks.values(), key=lambda r: r.rank)]
     devices = [_device(d, state) for d in (sample.devices if sample is not None else [])]
     plan = state.plan
@@ -80,16 +88,35 @@ def problems(state: RunState, limit: int = 20) -> list[str]:
     return out
 
 
-def _rank(s: RankState, proc: ProcRecord | None, now: float, timeout: float) -> dict[str, Any]:
+def end_state(exited: RankExited | None, finished: JobFinished | None) -> str | None:
+    """How a rank ended: ``exited 0``, ``failed (exit N)``, ``killed (SIGNAL)``; None while it
+    runs. A rank with no exit record in a job that ended: ``exited 0`` when the job succeeded,
+    else ``killed`` (the launcher stops the other ranks when one fails)."""
+    if exited is not None:
+        if exited.signal:
+            return f"killed ({exited.signal})"
+        return "exited 0" if exited.exitcode == 0 else f"failed (exit {exited.exitcode})"
+    if finished is None:
+        return None
+    return "exited 0" if finished.exitcode == 0 else "killed"
+
+
+def rank_status(s: RankState, age: float | None, timeout: float,
+                finished: JobFinished | None) -> str:
+    ended = end_state(s.exited, finished)
+    if ended is not None:
+        return ended
+    if s.stalled:
+        return "stalled" if s.stalled.culprit else "waiting"
+    if age is not None and age > timeout:
+        return "quiet"
+    return "running" if s.beat_time else ("joined" if s.joined_at else "starting")
+
+
+def _rank(s: RankState, proc: ProcRecord | None, now: float, timeout: float,
+          finished: JobFinished | None = None) -> dict[str, Any]:
     age = s.age_s(now)
-    if s.exited:
-        status = "exited"
-    elif s.stalled:
-        status = "stalled" if s.stalled.culprit else "waiting"
-    elif age is not None and age > timeout and s.exited is None:
-        status = "quiet"
-    else:
-        status = "running" if s.beat_time else ("joined" if s.joined_at else "starting")
+    status = rank_status(s, age, timeout, finished)
     return {
         "rank": s.rank, "node_rank": s.node_rank, "local_rank": s.local_rank, "host": s.host,
         "pid": s.pid, "device": s.device, "step": s.step,

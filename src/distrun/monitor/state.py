@@ -69,10 +69,17 @@ class RankState:
     exited: RankExited | None = None
 
     def steps_per_s(self) -> float | None:
+        """Steps per second over the recent (time, step) points: those of the heartbeats this
+        reader saw and of the progress events, so one read of a run directory (``monitor
+        --json``) gives the same value as a long-running reader (``/metrics``)."""
         if len(self.rate) < 2:
             return None
-        (t0, s0), (t1, s1) = self.rate[0], self.rate[-1]
-        return (s1 - s0) / (t1 - t0) if t1 > t0 else None
+        (t0, s0), (t1, s1) = min(self.rate), max(self.rate)
+        return (s1 - s0) / (t1 - t0) if t1 > t0 and s1 >= s0 else None
+
+    def add_point(self, when: float, step: int) -> None:
+        if (when, step) not in self.rate:
+            self.rate.append((when, step))
 
     def age_s(self, now: float) -> float | None:
         return now - self.beat_time if self.beat_time is not None else None
@@ -152,7 +159,7 @@ class RunState:
         state.beat_time, state.step = when, step
         if state.first_beat is None:
             state.first_beat = when
-        state.rate.append((when, step))
+        state.add_point(when, step)
 
     def apply(self, event: Event) -> None:
         when = event.at
@@ -193,8 +200,10 @@ class RunState:
         state = self.rank(event.rank)
         state.metrics = event.numbers()
         state.pid = state.pid or event.pid
-        if when is not None and event.step is not None and state.step is None:
-            state.step = event.step
+        if when is not None and event.step is not None:
+            state.add_point(when, event.step)
+            if state.step is None:
+                state.step = event.step
 
 
 def latest_run(root: Path) -> Path | None:

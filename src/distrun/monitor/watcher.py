@@ -2,12 +2,15 @@
 
 Started by ``distrun.launch.launcher.launch`` around torchrun with the plan object and a
 ``LauncherActions`` (record an event, say a line, stop the job). Each tick the loop reads what
-is new in the run directory, samples this node's devices and rank processes (written to
-``samples.jsonl``), builds a ``Tick`` and runs every detector of its registry in order
-(``distrun.monitor.detectors``: join, activity, lost node, stall, and any ``extra_detectors``);
-the findings and verdicts they return are the only things it acts on. The detector protocol,
-``Detector = Callable[[Tick], Sequence[Finding | Verdict]]``, is documented there: a new
-detector (e.g. a hang detector) is one more entry in the list, not a change to this loop.
+is new in the run directory (and, on an instrumented run, the ranks' progress files), samples
+this node's devices and rank processes (written to ``samples.jsonl``), builds a ``Tick`` and
+runs every detector of its registry in order (``distrun.monitor.detectors``: join, activity,
+lost node, stall, and any ``extra_detectors`` such as the join proof and hang detector of
+``distrun.monitor.hangdetect``); the findings, notices and verdicts they return are the only
+things it acts on. When the job ended, ``stop`` gives the detectors that ask for it one last
+``final`` tick (a rank that left early is named then). The detector protocol,
+``Detector = Callable[[Tick], Sequence[Finding | Notice | Verdict]]``, is documented there: a
+new detector is one more entry in the list, not a change to this loop.
 """
 
 from __future__ import annotations
@@ -23,16 +26,20 @@ from typing import Any, Protocol, TextIO
 
 from distrun.model.findings import Finding
 from distrun.model.plan import LaunchPlan
+from distrun.model.progress import RankProgress
 from distrun.model.rundir import SAMPLES, RunDir
 from distrun.monitor import stall
 from distrun.monitor.detectors import (
+    FINAL_ATTR,
     Detector,
+    Notice,
     Tick,
     Verdict,
     WatchConfig,
     default_detectors,
 )
 from distrun.monitor.devices import Sampler, for_vendor
+from distrun.monitor.hangdetect import PROGRESS_DIR, read_states
 from distrun.monitor.nodewatch import NodeWatch
 from distrun.monitor.procs import ProcSampler, rank_pids
 from distrun.monitor.samples import DeviceReading, ProcSample
@@ -46,11 +53,13 @@ class Actions(Protocol):
 
     def record(self, name: str, **fields: Any) -> None: ...
     def say(self, text: str) -> None: ...
+    def write_json(self, name: str, data: Any) -> None: ...
     def stop(self, pids: list[int]) -> None: ...
 
 
 class LauncherActions:
-    """Events into the run directory, lines on the console, SIGTERM to stop the job."""
+    """Events and JSON files into the run directory, lines on the console, SIGTERM to stop
+    the job."""
 
     def __init__(self, run: RunDir, out: TextIO | None = None,
                  launcher_pid: int | None = None) -> None:
@@ -62,6 +71,9 @@ class LauncherActions:
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+    def write_json(self, name: str, data: Any) -> None:
+        self.run.write_json(name, data)
 
     def stop(self, pids: list[int]) -> None:
         """SIGTERM to the launcher: torchelastic's handler stops the workers (then SIGKILL)."""
@@ -109,47 +121,81 @@ class Watcher(threading.Thread):
                 self.actions.record("monitor_error", error=f"{type(exc).__name__}: {exc}")
 
     def stop(self) -> Verdict | None:
+        """End the loop; one last ``final`` tick sees what the ranks left (one that left early)."""
         self._halt.set()
         self.nodes.stop()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=15)
+        try:
+            if any(getattr(d, FINAL_ATTR, False) for d in self.detectors):
+                self.tick(time.time(), final=True)
+        except Exception as exc:  # as in run(): a report, never a traceback
+            self.actions.say(f"distrun: monitor: {type(exc).__name__}: {exc}")
         self.sampler.close()
         self._samples.close()
         return self.verdict
 
-    def tick(self, now: float) -> None:
+    def tick(self, now: float, final: bool = False) -> None:
         st = self.state
         st.refresh()
-        self.nodes.update()
-        self._find_pids(now)
-        procs = self.procs.read([s.pid for s in st.ranks.values() if s.pid])
-        reading = self.sampler.read()
-        self._record(now, reading, procs)
+        progress = self._progress()
+        if final:
+            reading, procs = DeviceReading(), {}
+        else:
+            self.nodes.update()
+            self._find_pids(now)
+            pids = {s.pid for s in st.ranks.values() if s.pid} | {
+                p.pid for p in progress.values()}
+            procs = self.procs.read(sorted(pids))
+            reading = self.sampler.read()
+            self._record(now, reading, procs)
         tick = Tick(now, st, self.plan, self.config, reading, procs, self.nodes, self.verdict,
-                    self._cpu_seconds, self._stacks)
+                    self._cpu_seconds, self._stacks, progress, final)
         for detector in self.detectors:
+            if final and not getattr(detector, FINAL_ATTR, False):
+                continue
             for result in detector(tick):
-                self._act(result)
+                self._act(result, tick)
             tick.verdict = self.verdict
 
-    def _act(self, result: Finding | Verdict) -> None:
+    def _progress(self) -> dict[int, RankProgress]:
+        if not self.config.instrumented:
+            return {}
+        return read_states(self.run_dir.path / PROGRESS_DIR)
+
+    def _act(self, result: Finding | Notice | Verdict, tick: Tick) -> None:
         if isinstance(result, Finding):
             self.checks.append(result)
             tag = {"ok": "ok", "info": "note"}.get(result.severity, result.severity.upper())
             self.actions.say(f"distrun: verify: {tag}: {result.message}")
             self.actions.record("verified", check=result.id, severity=result.severity,
                                 message=result.message)
-            return
-        if self.verdict is not None:
-            return
-        for name, fields in result.events:
+        elif isinstance(result, Notice):
+            self._tell(result.lines, result.events)
+            for name, data in result.files:
+                self.actions.write_json(name, data)
+        elif self.verdict is None or (result.stopped and not self.verdict.stopped):
+            self._judge(result, tick)
+
+    def _tell(self, lines: Sequence[str], events: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for line in lines:
+            self.actions.say(line)
+        for name, fields in events:
             self.actions.record(name, **fields)
+
+    def _judge(self, result: Verdict, tick: Tick) -> None:
         self.verdict = result
-        self.actions.record("stall_verdict", ranks=result.ranks, message=result.message,
-                            action=self.config.stall_action, **result.fields)
-        self.actions.say(f"distrun: {result.headline}: {result.message}")
+        if result.announce is not None:
+            self._tell(result.announce, result.events)
+        else:
+            for name, fields in result.events:
+                self.actions.record(name, **fields)
+            self.actions.record("stall_verdict", ranks=result.ranks, message=result.message,
+                                action=self.config.stall_action, **result.fields)
+            self.actions.say(f"distrun: {result.headline}: {result.message}")
         if result.stopped:
-            self.actions.stop([s.pid for s in self.state.ranks.values() if s.pid])
+            pids = {s.pid for s in self.state.ranks.values() if s.pid}
+            self.actions.stop(sorted(pids | {p.pid for p in tick.progress.values()}))
 
     def _stacks(self, ranks: Sequence[RankState]) -> Mapping[int, stall.Stack]:
         return stall.dump_stacks(ranks, self.run_dir.logs)

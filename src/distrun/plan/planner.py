@@ -18,6 +18,7 @@ from distrun.model.invocation import (
     WorkerCommand,
     parse_conf,
 )
+from distrun.model.limits import NPROC_MAX
 from distrun.model.plan import LaunchPlan, NodePlan, Request
 
 
@@ -44,9 +45,12 @@ def cpu_default_nproc(cpus: int | None) -> int:
 
 
 def parse_nproc(text: str | None, node: NodeInventory) -> int:
-    """``--nproc-per-node`` as torchrun reads it; unset means one per device (CPU: a default)."""
+    """``--nproc-per-node`` as torchrun reads it; unset means one per device (CPU: a default;
+    a declared CPU inventory such as ``1x8xcpu`` names its slots: one process each)."""
     if text in (None, "auto", "gpu"):
-        return node.count if node.is_accelerated else cpu_default_nproc(node.cpus)
+        if node.is_accelerated or (node.declared and node.count):
+            return node.count
+        return cpu_default_nproc(node.cpus)
     if text == "cpu":
         return node.cpus or 1
     try:
@@ -54,9 +58,9 @@ def parse_nproc(text: str | None, node: NodeInventory) -> int:
     except ValueError:
         raise UsageError(f"--nproc-per-node {text!r} is not a number",
                          "an integer, or auto / gpu / cpu", "pass e.g. --nproc-per-node 8") from None
-    if value < 1:
-        raise UsageError(f"--nproc-per-node {value} is below 1", "at least 1",
-                         "pass e.g. --nproc-per-node 8")
+    if not 1 <= value <= NPROC_MAX:
+        raise UsageError(f"--nproc-per-node {value} is out of range", f"1 to {NPROC_MAX}",
+                         "pass e.g. --nproc-per-node 8 (one process per device)")
     return value
 
 

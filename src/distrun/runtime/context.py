@@ -45,7 +45,7 @@ class Context:
     local_rank: int
     world_size: int
     node_rank: int
-    device: str
+    device: Any  # torch.device ("cuda:1", "cpu"); a jax.Device under framework="jax"
     backend: str | None
     environment: str
     framework: str = "torch"
@@ -56,6 +56,15 @@ class Context:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @property
+    def device_name(self) -> str:
+        """The device as text, as events and logs show it: ``cuda:1``, ``gcu:0``, ``cpu``."""
+        if self.framework == "jax":
+            from distrun.runtime import jax as jax_runtime
+
+            return jax_runtime.device_name(self.device)
+        return str(self.device)
 
     @property
     def distributed(self) -> bool:
@@ -212,39 +221,51 @@ def init(backend: str | None = None, timeout_s: float | None = None, framework: 
 
 def _init_torch(facts: RankFacts, env: Mapping[str, str], backend: str | None,
                 timeout_s: float) -> Context:
+    """Bind the device; under a launcher, join the process group (one process too: a script
+    that wraps its model in DDP needs the group whatever the world size, as under torchrun)."""
     device_type = device.detect_type(env)
     count = device.device_count(device_type, env)
     checks.local_rank_fits(facts, device_type, count, env)
-    chosen = device.choose_backend(device_type, backend) if facts.world_size > 1 or backend \
-        else None
-    name = device.bind(device_type, facts.local_rank)
-    if facts.world_size == 1:
-        if facts.environment == "single":
-            _warn_idle(count, device_type)
-        return _start(facts, name, chosen, env, "torch")
+    launched = facts.environment != "single"
+    chosen = _backend(device_type, backend, facts.world_size) if launched or backend else None
+    bound = device.bind(device_type, facts.local_rank)
+    if not launched:
+        _warn_idle(count, device_type)
+        return _start(facts, bound, chosen, env, "torch")
     _init_group(facts, chosen or "gloo", timeout_s)
-    if device_type not in device.UNBOUND:
-        _check_bindings(facts, name)
-    return _start(facts, name, chosen, env, "torch")
+    if facts.world_size > 1 and device_type not in device.UNBOUND:
+        _check_bindings(facts, bound)
+    return _start(facts, bound, chosen, env, "torch")
+
+
+def _backend(device_type: str, requested: str | None, world_size: int) -> str:
+    """The backend to use: checked when asked for or when several processes need it; for one
+    process the vendor's when this build has it, else gloo (a group of one sends nothing)."""
+    if requested or world_size > 1:
+        return device.choose_backend(device_type, requested)
+    return device.first_available(device_type)
 
 
 def _init_jax(facts: RankFacts, env: Mapping[str, str], timeout_s: float) -> Context:
     from distrun.runtime import jax as jax_runtime
 
-    device_type = env.get("DISTRUN_DEVICE_TYPE") or (
-        "cuda" if device._nvml_count() > 0 else "cpu")
+    nvidia = device._nvml_count()
+    device_type = env.get("DISTRUN_DEVICE_TYPE") or ("cuda" if nvidia > 0 else "cpu")
+    advice = jax_runtime.memory_advice(facts, env, device_type, nvidia)
+    if advice:
+        warnings.warn(advice, stacklevel=3)
     name = jax_runtime.initialize(facts, env, device_type, timeout_s)
     return _start(facts, name, "jax", env, "jax")
 
 
-def _start(facts: RankFacts, name: str, backend: str | None, env: Mapping[str, str],
+def _start(facts: RankFacts, name: Any, backend: str | None, env: Mapping[str, str],
            framework: str) -> Context:
     hb = Heartbeat.from_env(env, facts.rank)
     ctx = Context(facts.rank, facts.local_rank, facts.world_size, facts.node_rank, name,
                   backend, facts.environment, framework, logs.log_path(facts.rank, env), hb,
                   batchsettings.from_env(env))
     if hb is not None:
-        hb.joined(ctx.device, ctx.local_rank, ctx.node_rank)
+        hb.joined(ctx.device_name, ctx.local_rank, ctx.node_rank)
     _CURRENT.append(ctx)
     return ctx
 
@@ -279,9 +300,16 @@ def _init_group(facts: RankFacts, backend: str, timeout_s: float) -> None:
 
     if dist.is_initialized():  # a framework made it already: use it, leave it to the framework
         return
-    dist.init_process_group(backend, init_method=init_method(facts), rank=facts.rank,
-                            world_size=facts.world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if facts.world_size == 1 and not (facts.master_addr and facts.master_port):
+        # one process with no rendezvous address (e.g. WORLD_SIZE=1 set by hand): an
+        # in-memory store, nothing to reach
+        dist.init_process_group(backend, store=dist.HashStore(),  # type: ignore[attr-defined]
+                                rank=0, world_size=1,
+                                timeout=timeout)
+    else:
+        dist.init_process_group(backend, init_method=init_method(facts), rank=facts.rank,
+                                world_size=facts.world_size, timeout=timeout)
     _OWNS_GROUP.append(True)
     # A group left to the interpreter's teardown can abort the finished process ("terminate
     # called without an active exception", exit 134): tear down what distrun made at exit.
@@ -307,7 +335,7 @@ def init_method(facts: RankFacts) -> str:
     return f"tcp://{host}:{facts.master_port}"
 
 
-def _check_bindings(facts: RankFacts, name: str) -> None:
+def _check_bindings(facts: RankFacts, bound: Any) -> None:
     """Two ranks of one host on one device: found through the store, before any collective.
 
     Each rank claims ``<host>/<device>`` with compare_set; the second claimant records the
@@ -316,7 +344,7 @@ def _check_bindings(facts: RankFacts, name: str) -> None:
     import torch.distributed as dist
 
     store = dist.distributed_c10d._get_default_store()
-    host = socket.gethostname()
+    host, name = socket.gethostname(), str(bound)
     owner = store.compare_set(f"distrun/device/{host}/{name}", "", str(facts.rank)).decode()
     if owner != str(facts.rank):
         store.set("distrun/device-conflict", f"{owner}\t{facts.rank}\t{host}\t{name}")

@@ -14,11 +14,21 @@ import importlib.util
 import warnings
 from collections.abc import Mapping
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from distrun.accelerators.sessions import NVML, session
-from distrun.accelerators.vendors import EXTENSION_ORDER, KNOWN_BACKENDS, SHARED_DEVICE_TYPES, VENDORS
+from distrun.accelerators.vendors import (
+    EXTENSION_ORDER,
+    KNOWN_BACKENDS,
+    SHARED_DEVICE_TYPES,
+    VENDORS,
+    declared_shape,
+)
 from distrun.errors import DistrunError
 from distrun.runtime.errors import InitError
+
+if TYPE_CHECKING:
+    import torch
 
 # device type -> extension module that must be imported before use (None: built into torch)
 EXTENSIONS: dict[str, str | None] = {v.torch_device: v.module for v in VENDORS.values()}
@@ -57,15 +67,13 @@ def declared_count(env: Mapping[str, str]) -> tuple[str, int] | None:
     text = env.get(INVENTORY_VAR)
     if not text:
         return None
-    from distrun.accelerators.inventory import parse_declared
-
     try:
-        node = parse_declared(text)[0]
+        shape = declared_shape(text)
     except DistrunError as err:
         raise InitError(f"{INVENTORY_VAR}={text!r}: {err.seen}", err.expected,
                         f"set {INVENTORY_VAR} to NODESxDEVICESxMODEL, e.g. 1x8xgcu, or unset "
                         "it") from None
-    return node.info.torch_device, node.count
+    return shape.vendor.torch_device, shape.devices
 
 
 def device_count(device_type: str, env: Mapping[str, str] | None = None) -> int:
@@ -79,13 +87,18 @@ def device_count(device_type: str, env: Mapping[str, str] | None = None) -> int:
     return int(ns.device_count())
 
 
-def bind(device_type: str, local_rank: int) -> str:
-    """Make ``device_type:local_rank`` this process's current device; its torch name."""
+def bind(device_type: str, local_rank: int) -> torch.device:
+    """Make ``device_type:local_rank`` this process's current device; that ``torch.device``.
+
+    cpu and mps have no per-rank index: ``torch.device("cpu")``.
+    """
+    import torch
+
     ns = namespace(device_type)
     if ns is None:
-        return device_type
+        return torch.device(device_type)
     ns.set_device(local_rank)
-    return f"{device_type}:{local_rank}"
+    return torch.device(device_type, local_rank)
 
 
 def detect_type(env: Mapping[str, str]) -> str:
@@ -147,7 +160,7 @@ def choose_backend(device_type: str, requested: str | None) -> str:
                 f"backend {requested!r} is not available in this torch build "
                 f"(torch {_torch_version()}, device type {device_type})",
                 f"a backend this build has: {', '.join(available_backends()) or 'none'}",
-                f"pass backend={_default(device_type)!r} (or unset DISTRUN_BACKEND), or install "
+                f"pass backend={first_available(device_type)!r} (or unset DISTRUN_BACKEND), or install "
                 f"the torch build / extension that provides {requested!r}")
         return requested
     for candidate in BACKENDS.get(device_type, ("gloo",)):
@@ -160,7 +173,8 @@ def choose_backend(device_type: str, requested: str | None) -> str:
                     "or pass backend='gloo' to run collectives on the CPU")
 
 
-def _default(device_type: str) -> str:
+def first_available(device_type: str) -> str:
+    """The vendor's first backend this build has, else gloo."""
     import torch.distributed as dist
 
     return next((b for b in BACKENDS.get(device_type, ()) if dist.is_backend_available(b)),

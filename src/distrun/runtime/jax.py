@@ -48,15 +48,48 @@ def initialize_args(facts: RankFacts, env: Mapping[str, str], device_type: str,
     return args
 
 
+MEMORY_VARS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+               "XLA_PYTHON_CLIENT_ALLOCATOR")
+
+
+def memory_advice(facts: RankFacts, env: Mapping[str, str], device_type: str, devices: int
+                  ) -> str | None:
+    """The advice when this node's processes share accelerators under JAX's preallocation."""
+    local = facts.local_world_size or 1
+    if device_type == "cpu" or devices < 1 or local <= devices or \
+            any(env.get(v) for v in MEMORY_VARS):
+        return None
+    share = -(-local // devices)
+    return (f"{local} JAX processes on {devices} {device_type} device(s) of this node: each "
+            "takes 75% of its device's memory at start, so the second on a device runs out; "
+            "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or XLA_PYTHON_CLIENT_MEM_FRACTION="
+            f"{0.9 / share:.2f}) before starting")
+
+
 def initialize(facts: RankFacts, env: Mapping[str, str], device_type: str, timeout_s: float
-               ) -> str:
-    """Join the JAX job (when there is more than one process); this process's first device."""
+               ) -> Any:
+    """Join the JAX job (when there is more than one process); this process's first device
+    (a ``jax.Device``)."""
     import jax
 
     if facts.world_size > 1:
         jax.distributed.initialize(**initialize_args(facts, env, device_type, timeout_s))
-    first = jax.local_devices()[0]
-    return f"{first.platform}:{first.id}"
+    return jax.local_devices()[0]
+
+
+def device_name(device: Any) -> str:
+    """``platform:index`` of a JAX device on its own host: ``cpu:0``, ``cuda:3``.
+
+    ``Device.id`` is global across the job (process 1's first CPU device is id 2048), so the
+    host-local ``local_hardware_id`` names it; a device without one (a CPU device in some
+    versions) is named by its place among this process's devices.
+    """
+    local = getattr(device, "local_hardware_id", None)
+    if local is None:
+        import jax
+
+        local = jax.local_devices().index(device)
+    return f"{device.platform}:{local}"
 
 
 def barrier(name: str) -> None:

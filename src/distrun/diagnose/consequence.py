@@ -1,0 +1,101 @@
+"""Consequences: what they prove, and where the cause they point at must be.
+
+Two things are read from the consequence lines alone:
+
+- a *collective mismatch* hidden in collective-timeout dumps: when the
+  watchdog lines of different ranks show a different operation or different
+  element counts for the same sequence number, the ranks issued different
+  collectives, and the timeout is only how that shows;
+- *where to look* when a log holds only consequences: the rank torchelastic's
+  summary names as the first failure, the ranks a monitored barrier names, the
+  ranks that did not report the timeout everyone else did.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import replace
+
+from distrun.diagnose.hit import Hit
+from distrun.diagnose.sources import RunInfo
+
+MISMATCH_RULE = "collective-mismatch"
+TIMEOUT_RULE = "collective-timeout"
+SUMMARY_RULE = "elastic-summary-no-root-cause"
+
+_WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
+_BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier")
+
+Work = tuple[str, str, str]  # OpType, NumelIn, NumelOut
+
+
+def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
+    """A derived collective-mismatch hit when ranks timed out in different collectives."""
+    by_seq: dict[str, dict[int, tuple[Work, Hit]]] = {}
+    for hit in secondary:
+        found = _WORK.search(hit.text) if hit.rule_id == TIMEOUT_RULE else None
+        if found is None or hit.rank is None:
+            continue
+        seq, op, numel_in, numel_out = found.groups()
+        by_seq.setdefault(seq, {}).setdefault(hit.rank, ((op, numel_in or "", numel_out or ""), hit))
+    for ranks in by_seq.values():
+        works = Counter(work for work, _ in ranks.values())
+        if len(works) < 2:
+            continue
+        usual = works.most_common(1)[0][0]
+        odd = sorted((h for work, h in ranks.values() if work != usual), key=Hit.key)
+        return [replace(odd[0], rule_id=MISMATCH_RULE, derived=True)]
+    return []
+
+
+def where_to_look(secondary: list[Hit], info: RunInfo) -> str:
+    """One sentence: these are consequences; the cause must be in this rank's log."""
+    first = min(secondary, key=Hit.key)
+    suspects = _named_suspects(secondary) or _silent_ranks(secondary, info)
+    if suspects:
+        ranks = ", ".join(str(r) for r in suspects)
+        target = f"the log of rank {ranks}" if len(suspects) == 1 else f"the logs of ranks {ranks}"
+        why = _why(secondary, info)
+    elif _timed_out(secondary):
+        waiting = _timed_out(secondary)
+        ranks = ", ".join(str(r) for r in waiting)
+        target = f"the logs of the ranks other than {ranks}"
+        who = f"rank {ranks}" if len(waiting) == 1 else f"ranks {ranks}"
+        why = f"{who} waited in a collective that another rank never joined"
+    elif first.rank is not None:
+        target, why = f"the log of rank {first.rank}", "the first rank that reported a failure"
+    else:
+        target, why = "each rank's own log", "these lines do not say which rank failed first"
+    return (f"only consequences in these logs (no root cause): look in {target} ({why}); "
+            "with distrun launch, logs/rank-<R>.log")
+
+
+def _timed_out(secondary: list[Hit]) -> list[int]:
+    return sorted({h.rank for h in secondary if h.rule_id == TIMEOUT_RULE and h.rank is not None})
+
+
+def _named_suspects(secondary: list[Hit]) -> list[int]:
+    for hit in secondary:
+        found = _BARRIER.search(hit.text)
+        if found is not None:
+            return [int(r) for r in re.findall(r"\d+", found.group(1))]
+    summary = [h.rank for h in secondary if h.rule_id == SUMMARY_RULE and h.rank is not None]
+    return summary[:1]
+
+
+def _silent_ranks(secondary: list[Hit], info: RunInfo) -> list[int]:
+    """Ranks of the run that did not report the collective timeout the others did."""
+    reported = {h.rank for h in secondary if h.rule_id == TIMEOUT_RULE and h.rank is not None}
+    world = set(info.nodes)
+    if not reported or not world:
+        return []
+    return sorted(world - reported)
+
+
+def _why(secondary: list[Hit], info: RunInfo) -> str:
+    if any(_BARRIER.search(h.text) for h in secondary):
+        return "the monitored barrier names it as missing"
+    if any(h.rule_id == SUMMARY_RULE and h.rank is not None for h in secondary):
+        return "torchelastic's summary names it as the first failure"
+    return "it did not report the timeout the other ranks did: it was elsewhere or dead"

@@ -1,0 +1,126 @@
+"""Log lines as people paste them: decoration off, the rank named.
+
+A raw line may carry, in any nesting: a timestamp, ANSI colour codes, the
+prefix its launcher wrote (``[rank3]:``, ``[default3]:``, ``[1,3]<stderr>:``,
+``node12: task 5:``, ``srun -l``'s ``5:``, a pdsh host name), and, in a
+one-line paste, several lines joined with a literal ``\\n``. This module turns
+one raw line into its *logical* lines: the text the rules match, and the rank
+and node the prefixes name.
+
+Only matched lines are normalised on big logs; small pasted logs are
+normalised whole so that lines wrapped by a terminal can be joined (see
+:mod:`distrun.diagnose.matcher`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_LINE = 64 * 1024  # characters of one logical line that are considered
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_PARTS = re.compile(r"\\r\\n|\\n|\r")
+_TIMESTAMP = re.compile(
+    r"\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    r"(?:\s+(?:out|err)\b)?[\s:,-]*"
+)
+# Leading prefixes: (regex, group of the rank, group of the node).
+_PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
+    (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
+    (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
+    (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
+    (re.compile(r"\([\w.-]+ pid=\d+(?:, ip=[\d.]+)?\)\s?"), 0, 0),  # Ray actors (verl, vLLM)
+    (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
+    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
+    (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
+    (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
+    (re.compile(r"(\d{1,5}):\s(?=\S)"), 1, 0),  # srun --label
+    (re.compile(r"([A-Za-z][\w.-]*):\s(?=\[(?:rank|default)\d+\]|\[\d+,\d+\]<std)"), 0, 1),  # pdsh
+)
+# Ranks named inside the text, most specific first.
+_IN_TEXT = (
+    re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),
+    re.compile(r"\brank\s*:\s*(\d+)\s*\(local_rank"),
+    re.compile(r"\bprocess_id\s*[=:]\s*(\d+)"),
+    re.compile(r"\blocal_rank\s*:\s*(\d+)"),
+    re.compile(r"\bRank (\d+)\b"),
+    re.compile(r"\[rank(\d+)\]"),
+    re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
+    re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited) with"),  # torch.multiprocessing.spawn
+    re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
+    re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
+)
+# JAX names tasks and processes; only trusted on JAX lines (a pid is a "process" too).
+_JAX_IN_TEXT = (re.compile(r"/task:(\d+)"), re.compile(r"\b[Pp]rocess (\d{1,4})\b(?! closing)"))
+
+
+@dataclass(frozen=True)
+class Logical:
+    """One logical line: what the rules match, and the rank/node its prefixes named."""
+
+    text: str
+    rank: int | None = None
+    node: str | None = None
+
+
+def clean(raw: str) -> str:
+    """ANSI codes off and the length capped."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    return raw[:MAX_LINE]
+
+
+def logical_lines(raw: str) -> list[Logical]:
+    """The logical lines of one raw line (several for a literal-``\\n`` paste)."""
+    text = clean(raw)
+    parts = _PARTS.split(text) if ("\\n" in text or "\r" in text) else [text]
+    lines: list[Logical] = []
+    outer: Logical | None = None
+    for part in parts:
+        line = strip_prefixes(part)
+        if outer is None:
+            outer = line
+        elif line.rank is None and outer.rank is not None:
+            line = Logical(line.text, outer.rank, line.node or outer.node)
+        if line.text.strip():
+            lines.append(line)
+    return lines or [Logical("")]
+
+
+def strip_prefixes(text: str) -> Logical:
+    """Peel timestamps and launcher prefixes off the front; the innermost rank wins."""
+    rank: int | None = None
+    node: str | None = None
+    pos = len(text) - len(text.lstrip())
+    for _ in range(8):
+        found, rank_group, node_group = _first_prefix(text, pos)
+        if found is None:
+            break
+        if rank_group:
+            rank = int(found.group(rank_group))
+        if node_group:
+            node = found.group(node_group)
+        pos = found.end()
+        pos += len(text) - pos - len(text[pos:].lstrip())
+    return Logical(text[pos:].rstrip().rstrip("`"), rank, node)
+
+
+def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
+    stamp = _TIMESTAMP.match(text, pos)
+    if stamp is not None and stamp.end() > pos:
+        return stamp, 0, 0
+    for regex, rank_group, node_group in _PREFIXES:
+        found = regex.match(text, pos)
+        if found is not None:
+            return found, rank_group, node_group
+    return None, 0, 0
+
+
+def rank_in_text(text: str, jax: bool = False) -> int | None:
+    """A rank the message itself names (``[Rank 3]``, ``rank: 3 (local_rank``, ...)."""
+    for regex in _IN_TEXT + (_JAX_IN_TEXT if jax else ()):
+        found = regex.search(text)
+        if found is not None:
+            return int(found.group(1))
+    return None

@@ -1,0 +1,277 @@
+"""The detectors of an instrumented run (docs/instrument.md): the join proof and the hang
+verdict, two entries in the watcher's one loop (``distrun.monitor.watcher``).
+
+The loop reads ``<run>/progress/rank-<R>.json`` (written by :mod:`distrun.instrument`) with
+:func:`read_states` and samples the ranks' processes; both arrive in the ``Tick``
+(``tick.progress``, ``tick.procs``). The detectors decide with
+:func:`distrun.monitor.hang.hang_verdict` and :func:`proof` and return what to do:
+
+* :class:`ProofDetector`: the positive proof after start, a ``Finding`` (``distrun: verify:
+  ok: N/N ranks joined, ...``);
+* :class:`HangDetector`: a ``Notice`` naming a hang (``distrun: HANG (kind N, ...)``, the
+  culprits' stacks through ``tick.stacks``, the event ``hang`` and ``hang.json``), a
+  ``Notice`` when it resolved, and a stopping ``Verdict`` only when waiting cannot succeed
+  (mismatch, gone), when the backend's own timeout is about to fire, or after
+  ``--stall-timeout`` seconds when the user gave one; ``--stall-action warn`` never stops.
+
+They remember what they said between ticks (small objects with ``__call__``) but do no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrun.model.findings import Finding, Severity
+from distrun.model.progress import RankProgress, parse
+from distrun.monitor import verify
+from distrun.monitor.detectors import Detector, Notice, Result, Tick, Verdict
+from distrun.monitor.hang import HANG_AFTER_S, HangVerdict, Kind, RankHealth, hang_verdict
+from distrun.monitor.state import RankState
+
+PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
+BACKEND_TIMEOUT_MARGIN_S = 5.0  # stop this long before the backend's own timeout fires
+GONE_DESCRIBE_WAIT_S = 5.0  # a rank gone: wait this long for the waiters' op and sizes
+PROOF_WINDOW_S = 3.0  # CPU use measured over this long after every rank joined
+CPU_TICKS = 5  # the verdict judges a culprit's CPU use over the last few ticks
+BUSY_PERCENT = 1.0
+
+
+@dataclass(frozen=True)
+class HangConfig:
+    hang_after_s: float = HANG_AFTER_S
+    stall_timeout_s: float | None = None  # given by the user: stop after this long stuck
+    action: str = "stop"  # "warn": never stop the job
+    join_timeout_s: float = 60.0
+
+
+def read_states(folder: Path) -> dict[int, RankProgress]:
+    """The ranks' progress files (an effect: the loop calls it, detectors get the values)."""
+    out: dict[int, RankProgress] = {}
+    if not folder.is_dir() or folder.is_symlink():
+        return out
+    for path in folder.glob("rank-*.json"):
+        try:
+            state = parse(path.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if state is not None:
+            out[state.rank] = state
+    return out
+
+
+def proof(states: Mapping[int, RankProgress], expected: Sequence[int],
+          cpu: Mapping[int, float | None]) -> Finding:
+    """The positive proof after start: joined, each on its own device/process, busy."""
+    joined = [r for r in expected if r in states and states[r].joined_at is not None]
+    n = len(expected)
+    count = f"{len(joined)}/{n} ranks joined"
+    if len(joined) < n:
+        missing = ", ".join(str(r) for r in expected if r not in joined)
+        return _joined("warning", f"{count}; rank(s) {missing} created no process group")
+    devices = {r: states[r].device for r in joined}
+    on_cpu = all(d in ("", "cpu") for d in devices.values())
+    taken: dict[tuple[str, str], int] = {}
+    for r, d in sorted(devices.items()):
+        other = taken.setdefault((states[r].host, d), r)
+        if not on_cpu and d and other != r:
+            return _joined("error", f"{count}, but ranks {other} and {r} share {d} on "
+                           f"{states[r].host}: each rank needs its own device")
+    busy = [r for r in joined if (cpu.get(r) or 0.0) >= BUSY_PERCENT]
+    idle = [r for r in joined if r not in busy]
+    unit = "processes" if on_cpu else "ranks' processes"
+    own = ("each its own process (CPU)" if on_cpu
+           else f"each on its own device ({', '.join(devices[r] or '?' for r in joined)})")
+    text = f"{count}, {own}, {len(busy)}/{n} {unit} busy"
+    if idle:
+        return _joined("warning", text + f"; idle: rank(s) {', '.join(map(str, idle))}")
+    return _joined("ok", text)
+
+
+def _joined(severity: Severity, message: str) -> Finding:
+    return verify.finding("joined", severity, message)
+
+
+def _cpu(t: Tick, rank: int) -> float | None:
+    sample = t.procs.get(t.progress[rank].pid)
+    return sample.cpu_percent if sample is not None else None
+
+
+@dataclass
+class ProofDetector:
+    """Once: every rank joined its process group, each on its own device, busy."""
+
+    expected: list[int]
+    config: HangConfig = field(default_factory=HangConfig)
+    sees_final: bool = True
+    started_at: float | None = None
+    all_joined_at: float | None = None
+    proved: bool = False
+    cpu_sum: dict[int, float] = field(default_factory=dict)
+    cpu_n: dict[int, int] = field(default_factory=dict)
+
+    def __call__(self, t: Tick) -> list[Result]:
+        if self.proved:
+            return []
+        self.started_at = self.started_at or t.state.launched_at or t.now
+        states = t.progress
+        for rank in states if not t.final else ():
+            cpu = _cpu(t, rank)
+            if cpu is not None:
+                self.cpu_sum[rank] = self.cpu_sum.get(rank, 0.0) + cpu
+                self.cpu_n[rank] = self.cpu_n.get(rank, 0) + 1
+        joined = all(r in states and states[r].joined_at is not None for r in self.expected)
+        if joined and self.all_joined_at is None:
+            self.all_joined_at, self.cpu_sum, self.cpu_n = t.now, {}, {}
+        waited = t.now - self.started_at > self.config.join_timeout_s
+        window = self.all_joined_at is not None and t.now - self.all_joined_at >= PROOF_WINDOW_S
+        if not (window or waited or (t.final and states)):
+            return []
+        self.proved = True
+        return [self._found(t, window)]
+
+    def _found(self, t: Tick, window: bool) -> Finding:
+        states = t.progress
+        found = proof(states, self.expected,
+                      {r: self.cpu_sum[r] / self.cpu_n[r] for r in self.cpu_n})
+        if t.final and not window and found.severity == "ok":
+            found = _joined("ok", found.message.split(", each")[0] + ", each its own process "
+                            "(the job ended before its activity could be sampled)")
+        if not states and not t.final:
+            found = _joined("info", f"no rank created a process group within "
+                            f"{self.config.join_timeout_s:g} s (the script does not use "
+                            "torch.distributed yet)")
+        return found
+
+
+@dataclass
+class HangDetector:
+    """Names every hang once (kind, culprits, stacks), says when it resolved, and stops the
+    job only when waiting cannot succeed or a timeout says so."""
+
+    expected: list[int]
+    config: HangConfig = field(default_factory=HangConfig)
+    sees_final: bool = True
+    said: set[tuple[Any, ...]] = field(default_factory=set)
+    current: HangVerdict | None = None
+    stopped: bool = False
+    recent: dict[int, deque[float]] = field(default_factory=dict)
+
+    def __call__(self, t: Tick) -> list[Result]:
+        health = self._health(t)
+        if self.stopped:
+            return []
+        verdict = hang_verdict(t.progress, health, t.now, self.expected,
+                               hang_after_s=self.config.hang_after_s)
+        out = self._resolved(verdict, t.final)
+        self.current = verdict
+        if verdict is not None:
+            out += self._act(t, verdict)
+        return out
+
+    def _health(self, t: Tick) -> dict[int, RankHealth]:
+        if t.final:
+            return {r: RankHealth(alive=False) for r in self.expected}
+        out = {}
+        for rank, state in t.progress.items():
+            sample = t.procs.get(state.pid)
+            recent = self.recent.setdefault(rank, deque(maxlen=CPU_TICKS))
+            if sample is not None and sample.cpu_percent is not None:
+                recent.append(sample.cpu_percent)
+            mean = sum(recent) / len(recent) if recent else None
+            out[rank] = RankHealth(sample.alive if sample is not None else True, mean)
+        return out
+
+    def _resolved(self, verdict: HangVerdict | None, final: bool) -> list[Result]:
+        old = self.current
+        if (old is None or old.key not in self.said or final
+                or (verdict is not None and verdict.key == old.key)):
+            return []
+        return [Notice(
+            (f"distrun: hang resolved: {_ranks(old.culprits)} caught up and "
+             f"{old.collective()} went on",),
+            (("hang_resolved", {"culprits": list(old.culprits), "pg": old.pg,
+                                "seq": old.seq}),))]
+
+    def _act(self, t: Tick, verdict: HangVerdict) -> list[Result]:
+        if verdict.kind is Kind.GONE and not verdict.op and not t.final and (
+                verdict.waited_s < GONE_DESCRIBE_WAIT_S):
+            return []  # the waiters' op lands in a few seconds (or at their exit): name it then
+        stop, why = should_stop(verdict, self.config)
+        out: list[Result] = []
+        if verdict.key not in self.said:
+            self.said.add(verdict.key)
+            out.append(announce(t, verdict, self.config, "" if t.final else why))
+        if stop and not t.final:
+            self.stopped = True
+            out.append(Verdict(
+                list(verdict.culprits), f"{verdict.message()}; {why}: distrun stopped the job",
+                True, "HANG", (("hang_stop", {"culprits": list(verdict.culprits),
+                                              "reason": why}),),
+                announce=(f"distrun: stopping the job: {why}",)))
+        return out
+
+
+def should_stop(v: HangVerdict, config: HangConfig) -> tuple[bool, str]:
+    """Whether to stop the job for this hang, and why."""
+    timeout = config.stall_timeout_s
+    if v.must_stop:
+        why = "waiting cannot succeed"
+    elif timeout is not None and v.waited_s >= timeout:
+        why = f"no progress for {v.waited_s:.0f} s (--stall-timeout {timeout:g})"
+    elif v.timeout_s and v.waited_s >= v.timeout_s - BACKEND_TIMEOUT_MARGIN_S:
+        why = f"the backend's own timeout ({v.timeout_s:g} s) is about to fire"
+    else:
+        return False, ""
+    return config.action == "stop", why
+
+
+def announce(t: Tick, v: HangVerdict, config: HangConfig, why: str) -> Notice:
+    """The HANG line, each culprit's stack, what distrun does; the ``hang`` event and
+    ``hang.json`` (the waiting graph, the stacks, the progress files)."""
+    states = t.progress
+    alive = [RankState(rank=r, pid=states[r].pid) for r in v.culprits
+             if r in states and states[r].exited_at is None]
+    stacks = t.stacks(alive) if alive else {}
+    lines = [f"distrun: HANG (kind {int(v.kind)}, {v.kind.label}): {v.message()}"]
+    for rank, stack in sorted(stacks.items()):
+        lines.append(f"distrun: stack of rank {rank} ({stack.method}):")
+        lines += [f"    {line}" for line in stack.text.splitlines()[:24]]
+    lines.append("distrun: " + _plan(v, config, why))
+    record = {**v.to_json(), "time": t.now,
+              "stacks": {str(r): {"method": s.method, "text": s.text[-8000:]}
+                         for r, s in stacks.items()},
+              "progress": {str(r): s.to_json() for r, s in sorted(states.items())}}
+    event = {k: record[k] for k in ("kind", "kind_number", "culprits", "waiting", "collective",
+                                    "waited_s", "message", "waiting_graph")}
+    event["stack_methods"] = {r: s.method for r, s in stacks.items()}
+    return Notice(tuple(lines), (("hang", event),), (("hang.json", record),))
+
+
+def _plan(v: HangVerdict, config: HangConfig, why: str) -> str:
+    if not why and v.must_stop:
+        return "found after the job ended"
+    if config.action != "stop":
+        return "--stall-action warn: the job keeps running"
+    if v.must_stop:
+        return f"{why}: stopping the job"
+    limits = []
+    if v.timeout_s:
+        limits.append(f"the backend's timeout ({v.timeout_s:g} s) would fire")
+    if config.stall_timeout_s is not None:
+        limits.append(f"after --stall-timeout {config.stall_timeout_s:g} s")
+    stop = " or ".join(limits) if limits else "never (no timeout known)"
+    return (f"the job keeps running (waiting may still succeed); distrun stops it only "
+            f"when {stop}; pass --stall-timeout SECONDS to stop sooner")
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def hang_detectors(expected: Sequence[int], config: HangConfig) -> list[Detector]:
+    """The instrumented run's detectors, in the order they run: the proof, then the hang."""
+    return [ProofDetector(list(expected), config), HangDetector(list(expected), config)]

@@ -1,0 +1,108 @@
+"""Lines as people paste them: every launcher's rank prefix, timestamps, ANSI, pastes, wraps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distrun.diagnose import diagnose, to_json
+from distrun.diagnose.normalize import MAX_LINE, logical_lines, rank_in_text, strip_prefixes
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+@pytest.mark.parametrize(("line", "rank", "node"), [
+    (f"[rank3]: {OOM}", 3, None),  # torchrun >= 2.2
+    (f"[default3]: {OOM}", 3, None),  # torchrun --tee / accelerate
+    (f"[rank: 3] {OOM}", 3, None),  # Lightning
+    (f"[1,3]<stderr>: {OOM}", 3, None),  # Open MPI --tag-output
+    (f"[1,3]<stdout>:{OOM}", 3, None),
+    (f"srun: error: node12: task 5: {OOM}", 5, "node12"),
+    (f"node12: task 5: {OOM}", 5, "node12"),
+    (f"5: {OOM}", 5, None),  # srun --label
+    (f"[3]: {OOM}", 3, None),  # torchelastic --tee (older torch)
+    (f"worker-1: [rank8]: {OOM}", 8, "worker-1"),  # pdsh (DeepSpeed multi-node)
+    (f"2026-11-22T04:39:20.123456Z err [rank2]: {OOM}", 2, None),  # distrun's rank logs
+    (f"[2024-03-02 10:11:12,345] [rank1]: {OOM}", 1, None),
+    (f"\x1b[31m[rank6]:\x1b[0m {OOM}", 6, None),  # colour codes
+    (f"0: [rank7]: {OOM}", 7, None),  # srun label around torchrun's prefix: innermost wins
+])
+def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str | None) -> None:
+    logical = logical_lines(line)
+    assert [(x.text, x.rank, x.node) for x in logical] == [(OOM, rank, node)]
+
+
+@pytest.mark.parametrize(("text", "rank"), [
+    ("[Rank 3] Watchdog caught collective operation timeout", 3),
+    ("[PG 0 (default_pg) Rank 5] Watchdog caught collective operation timeout", 5),
+    ("  rank      : 3 (local_rank: 3)", 3),
+    ("rank: 3 (local_rank: 3)", 3),
+    ("failed (exitcode: 1) local_rank: 3 (pid: 4242) of binary: /usr/bin/python", 3),
+    ("Rank 3 is running collective: CollectiveFingerPrint(OpType=ALLREDUCE", 3),
+    ("jax.distributed.initialize(coordinator_address='h:1234', num_processes=4, process_id=3)", 3),
+])
+def test_rank_named_in_the_message(text: str, rank: int) -> None:
+    assert rank_in_text(text) == rank
+
+
+def test_jax_process_and_task_ids_only_on_jax_lines() -> None:
+    assert rank_in_text("task /job:jax_worker/replica:0/task:3 failed", jax=True) == 3
+    assert rank_in_text("Terminating process 3 because of errors", jax=True) == 3
+    assert rank_in_text("Sending process 4242 closing signal SIGTERM") is None
+
+
+def test_one_line_paste_is_split_into_lines() -> None:
+    paste = "Traceback (most recent call last):\\n  File \"t.py\", line 3\\n" + OOM + "\\n"
+    texts = [x.text for x in logical_lines(paste)]
+    assert texts[-1] == OOM and len(texts) == 3
+
+
+def test_strip_prefixes_leaves_plain_lines_alone() -> None:
+    assert strip_prefixes("step 10 loss 2.1: fine").text == "step 10 loss 2.1: fine"
+    assert strip_prefixes("RuntimeError: x").rank is None
+
+
+def test_long_line_is_capped() -> None:
+    assert len(logical_lines("x" * (MAX_LINE * 3))[0].text) == MAX_LINE
+
+
+def diagnosed(tmp_path: Path, text: str) -> dict[str, object]:
+    log = tmp_path / "pasted.log"
+    log.write_text(text)
+    causes = to_json(diagnose([log]))["causes"]
+    assert causes, "no cause found"
+    return dict(causes[0])
+
+
+@pytest.mark.parametrize(("text", "rule", "rank"), [
+    (f"[default3]: {OOM}\n", "cuda-out-of-memory", 3),
+    ("srun: error: node12: task 5: RuntimeError: CUDA error: invalid device ordinal\n",
+     "cuda-invalid-device-ordinal", 5),
+    ("[1,2]<stderr>:RuntimeError: Default process group has not been initialized\n",
+     "default-pg-not-initialized", 2),
+    ("E0929 17:42:48 client.cc:1] process_id=1 DEADLINE_EXCEEDED: Barrier timed out\n",
+     "jax-coordination", 1),
+])
+def test_prefixed_logs_name_cause_and_rank(tmp_path: Path, text: str, rule: str, rank: int) -> None:
+    cause = diagnosed(tmp_path, text)
+    assert (cause["id"], cause["rank"]) == (rule, rank)
+
+
+def test_message_wrapped_by_the_terminal_is_joined(tmp_path: Path) -> None:
+    cause = diagnosed(tmp_path, "[rank1]: torch.OutOfMemoryError: CUDA out of\n"
+                                "[rank1]: memory. Tried to allocate 20.00 MiB\n")
+    assert (cause["id"], cause["rank"]) == ("cuda-out-of-memory", 1)
+
+
+def test_literal_newline_paste_finds_the_cause_and_its_line(tmp_path: Path) -> None:
+    paste = ("step 1\n" + "Traceback (most recent call last):\\n  File \"x.py\", line 1\\n"
+             "[rank4]: RuntimeError: CUDA error: invalid device ordinal\\n\n")
+    cause = diagnosed(tmp_path, paste)
+    assert (cause["id"], cause["rank"]) == ("cuda-invalid-device-ordinal", 4)
+    assert cause["evidence"][0]["line"] == 2  # type: ignore[index]
+
+
+def test_ansi_inside_the_message_is_ignored(tmp_path: Path) -> None:
+    cause = diagnosed(tmp_path, "\x1b[1;31mRuntimeError\x1b[0m: \x1b[33mCUDA out of memory\x1b[0m\n")
+    assert cause["id"] == "cuda-out-of-memory"
