@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,13 @@ SCRIPT = Path(__file__).parent / "scripts_no_teardown.py"
 def test_the_group_distrun_made_is_destroyed_before_interpreter_teardown(tmp_path: Path,
                                                                          marker: str) -> None:
     run = tmp_path / "run"
+    started = time.monotonic()
     done = run_cli(["launch", "--nproc-per-node", "2", "--run-dir", str(run), str(SCRIPT)],
                    tmp_path, timeout=170, env={"DISTRUN_TEST_MARK": marker})
     assert done.returncode == 0, done.stderr[-2000:]
+    assert time.monotonic() - started < 150
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "succeeded" and summary["logs_complete"] is True
     for rank in (0, 1):
         log = (run / "logs" / f"rank-{rank}.log").read_text()
         assert f"rank {rank} sum 2" in log

@@ -46,7 +46,7 @@ def test_sigkilled_launcher_leaves_no_process_and_the_run_says_so(tmp_path: Path
              " ".join(p.cmdline())]
     assert len(ranks) == 2
     launcher.send_signal(signal.SIGKILL)
-    launcher.wait(timeout=10)
+    assert launcher.wait(timeout=10) == -signal.SIGKILL
     killed_at = time.monotonic()
     while time.monotonic() - killed_at < 15 and processes_with(marker):
         time.sleep(0.2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -46,12 +47,14 @@ def test_a_line_longer_than_a_chunk_is_kept_in_pieces(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_two_ranks_printing_a_million_lines_each_lose_none(tmp_path: Path, marker: str) -> None:
     run = tmp_path / "run"
+    started = time.monotonic()
     done = run_cli(["launch", "--nproc-per-node", "2", "--run-dir", str(run), str(SCRIPT)],
                    tmp_path, timeout=280, env={"DISTRUN_TEST_MARK": marker})
     assert done.returncode == 0, done.stderr[-2000:]
+    assert time.monotonic() - started < 270
     for rank in (0, 1):
         with open(run / "logs" / f"rank-{rank}.log", "rb") as log:
             count = sum(1 for line in log if b" out rank " in line)
         assert count == 1_000_000, f"rank {rank}: {count} of 1000000 lines"
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "succeeded"
+    assert summary["status"] == "succeeded" and summary["logs_complete"] is True

@@ -37,18 +37,19 @@ def summary(run_dir: Path) -> int:
     try:
         result = json.loads((run_dir / "demo.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        console.print(f"distrun demo: the job ended but wrote no result ({exc})")
+        console.print(f"distrun demo: the job ended but wrote no result ({exc})", markup=False)
         return exitcodes.JOB_FAILED
     losses = result["losses"]
     falling = losses[-1] < losses[0]
     console.print("\n[bold]distrun demo: summary[/]")
-    console.print(f"  world size      {result['world_size']} ranks ({result['backend']})")
-    console.print(f"  devices used    {', '.join(result['devices'])}")
-    console.print(f"  steps/second    {result['steps_per_second']:.1f} ({result['steps']} steps)")
+    console.print(f"  world size      {result['world_size']} ranks ({result['backend']})", markup=False)
+    console.print(f"  devices used    {', '.join(result['devices'])}", markup=False)
+    console.print(f"  steps/second    {result['steps_per_second']:.1f} "
+                  f"({result['steps']} steps)", markup=False)
     console.print(f"  loss            {losses[0]:.4f} -> {losses[-1]:.4f} "
-                  f"({'falling' if falling else 'NOT falling'})")
-    console.print(f"  final loss      {result['final_loss']:.4f}")
-    console.print(f"  run directory   {run_dir}")
+                  f"({'falling' if falling else 'NOT falling'})", markup=False)
+    console.print(f"  final loss      {result['final_loss']:.4f}", markup=False)
+    console.print(f"  run directory   {run_dir}", markup=False)
     return exitcodes.OK if falling else exitcodes.JOB_FAILED
 
 

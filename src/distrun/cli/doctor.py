@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from distrun import __version__, cluster
 from distrun.accelerators.detect import Detection, detect
@@ -117,23 +118,24 @@ def show(console: Console, data: dict[str, Any]) -> None:
     for vendor, r in data["devices"].items():
         mem = sum(d["memory_bytes"] or 0 for d in r["devices"])
         names = ", ".join(sorted({d["name"] for d in r["devices"]}))
-        table.add_row(vendor, r["status"], f"{len(r['devices'])} {names}".strip(),
-                      f"{mem / 2**30:.0f} GiB" if mem else "-", r["source"] or r["detail"])
+        table.add_row(vendor, r["status"], Text(f"{len(r['devices'])} {names}".strip()),
+                      f"{mem / 2**30:.0f} GiB" if mem else "-",
+                      Text(str(r["source"] or r["detail"] or "")))
     console.print(table)
     sw, cl = data["software"], data["cluster"]
     console.print(f"software: python {sw['python']}, torch {sw['torch'] or 'not installed'}, "
-                  f"distrun {sw['distrun']}", highlight=False)
+                  f"distrun {sw['distrun']}", highlight=False, markup=False)
     fws = [f"{name} {v}" for name, v in data["frameworks"].items() if v]
     console.print(f"frameworks: {', '.join(fws) or 'none of ' + ', '.join(data['frameworks'])}",
                   highlight=False, markup=False)
-    console.print(f"cluster: {cl['environment']}", highlight=False)
+    console.print(f"cluster: {cl['environment']}", highlight=False, markup=False)
     have = [b for b, ok in data["backends"].items() if ok]
     console.print(f"backends in this torch build: {', '.join(have) or 'none'}; "
                   f"TCPStore libuv: {'yes' if data['libuv'] else 'no'}", highlight=False)
     shm = data["shm_bytes"]
     console.print(f"/dev/shm: {shm / 2**30:.1f} GiB" if shm else "/dev/shm: not found")
     nics = [f"{i['name']} {','.join(i['addresses'])}" for i in data["interfaces"] if i["up"]]
-    console.print(f"interfaces up: {'; '.join(nics)}", highlight=False)
+    console.print(f"interfaces up: {'; '.join(nics)}", highlight=False, markup=False)
     render.findings(console, [Finding(**f) for f in data["findings"]])
 
 

@@ -257,11 +257,16 @@ def summarize(plan: LaunchPlan, outcome: JobOutcome, run: RunDir,
         "first_failure": outcome.first_failure,
         "failures": outcome.failures_json(),
         "run_dir": str(run.path),
+        "logs_complete": outcome.logs_complete,
     }
 
 
 def report(err: Stderr, outcome: JobOutcome, world_size: int, run: RunDir) -> None:
     """One line on how the job ended (user and log text printed as text, never markup)."""
+    if outcome.status is JobStatus.SUCCEEDED_LOGS_INCOMPLETE:
+        say(err, f"distrun: job succeeded ({world_size} ranks), but {outcome.message} (the "
+                 f"raw output is under {run.path / 'torchrun'}); run directory: {run.path}")
+        return
     if outcome.status is JobStatus.SUCCEEDED:
         say(err, f"distrun: job succeeded ({world_size} ranks); run directory: {run.path}")
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from distrun.model.plan import Finding, LaunchPlan
 
@@ -31,18 +32,18 @@ def plan(console: Console, p: LaunchPlan) -> None:
         f"world size {p.world_size} = {p.nnodes} node(s) x {p.nproc_per_node} process(es); "
         f"backend {p.backend}; device {p.device_type}; "
         f"master {p.master_addr}:{p.master_port or '(port picked at start)'} ({p.rdzv_backend})",
-        highlight=False,
+        highlight=False, markup=False,
     )
     table = Table("node", "host", "procs", "ranks", "visible devices", box=None)
     for n in p.nodes[:16]:
-        table.add_row(str(n.node_rank), n.host, str(n.nproc), ranks_text(n.ranks),
+        table.add_row(str(n.node_rank), Text(n.host), str(n.nproc), ranks_text(n.ranks),
                       ",".join(map(str, n.visible_devices)) or "-")
     console.print(table)
     if len(p.nodes) > 16:
         console.print(f"... and {len(p.nodes) - 16} more nodes")
     console.print("commands:")
     for cmd in p.commands[:4]:
-        console.print(f"  {cmd}", highlight=False, soft_wrap=True)
+        console.print(f"  {cmd}", highlight=False, soft_wrap=True, markup=False)
     if len(p.commands) > 4:
         console.print(f"  ... one per node, {len(p.commands)} in all (--json lists every one)")
     findings(console, p.findings)

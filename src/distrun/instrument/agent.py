@@ -29,6 +29,7 @@ from typing import Any
 
 from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, progress_path
 from distrun.model.progress import GroupProgress, RankProgress
+from distrun.model.rundir import spared
 
 C10D = "torch.distributed.distributed_c10d"
 TICK_S = 1.0
@@ -251,7 +252,11 @@ class Tracker(threading.Thread):
                              world_size=world, device=device, joined_at=b.joined_at,
                              updated_at=now, exited_at=now if exiting else None,
                              groups=dict(self._groups))
-        self.writer.write(state.dumps())
+        try:
+            self.writer.write(state.dumps())
+        except OSError as exc:  # a full disk: this tick's progress is lost, the rank goes on
+            spared(exc, f"progress/rank-{b.rank}.json")
+            return
         self._written = True
 
 

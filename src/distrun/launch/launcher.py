@@ -6,18 +6,21 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, MutableMapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from distrun import instrument
 from distrun.launch import guardian, reaper
+from distrun.launch.firstfail import is_consequence, reorder
 from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import JobOutcome, JobStatus, RankFailure
-from distrun.model.rundir import RunDir
+from distrun.model.rundir import RunDir, spared
 
 if TYPE_CHECKING:
     from distrun.monitor.watcher import Verdict, Watcher
@@ -95,10 +98,20 @@ def _restore(saved: dict[str, str | None]) -> None:
             os.environ[key] = value
 
 
+class _Spared(logging.StreamHandler[Any]):
+    """launcher.log: a record that cannot be written (disk full) is one warning, no traceback."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError) and spared(exc, "logs/launcher.log"):
+            return
+        super().handleError(record)
+
+
 def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
     """torchelastic's log: everything to logs/launcher.log, warnings also to the console."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    to_file = logging.StreamHandler(run.append("logs/launcher.log"))
+    to_file = _Spared(run.append("logs/launcher.log"))
     to_console = logging.StreamHandler()
     to_console.setLevel(logging.WARNING)
     logger = logging.getLogger(ELASTIC_LOGGER)
@@ -123,7 +136,7 @@ def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
     config.logs_specs = specs
     handlers = log_to(run)
     try:
-        return _run(lambda: elastic_launch(config, entry)(*entry_args))
+        outcome = _run(lambda: elastic_launch(config, entry)(*entry_args))
     finally:
         specs.stop()
         for handler in handlers:
@@ -131,6 +144,19 @@ def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
             handler.close()
         if handler is handlers[0]:
             handlers[0].stream.close()
+    return _complete(reorder(outcome, run.logs), specs.lost_streams)
+
+
+def _complete(outcome: JobOutcome, lost: list[str]) -> JobOutcome:
+    """A job whose rank logs lost lines keeps its exit status but is not "succeeded"."""
+    if not lost:
+        return outcome
+    status = outcome.status
+    if status is JobStatus.SUCCEEDED:
+        status = JobStatus.SUCCEEDED_LOGS_INCOMPLETE
+    note = f"rank logs incomplete: {', '.join(lost)} could not be drained"
+    message = f"{outcome.message}; {note}" if outcome.message else note
+    return replace(outcome, status=status, message=message, logs_complete=False)
 
 
 def _run(start: Callable[[], Any]) -> JobOutcome:
@@ -208,11 +234,20 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     return outcome
 
 
+def _own_fault(outcome: JobOutcome) -> bool:
+    """The job failed because a rank failed of its own (a cause, not stopped by distrun)."""
+    first = next((f for f in outcome.failures if f.first), None)
+    return first is not None and first.signal is None and not is_consequence(first, None)
+
+
 def _judged(outcome: JobOutcome, verdict: Verdict | None) -> JobOutcome:
     """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124)."""
     from distrun.monitor.stall import EXIT_STALLED
 
+    if _own_fault(outcome):  # a rank raised: the hang it left behind is a consequence
+        return outcome
     if verdict is not None and verdict.stopped:
         return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
-                          verdict.ranks[0] if verdict.ranks else None, verdict.message)
+                          verdict.ranks[0] if verdict.ranks else None, verdict.message,
+                          outcome.logs_complete)
     return outcome

@@ -23,7 +23,7 @@ from typing import IO
 
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, LogsDest, Std
 
-from distrun.model.rundir import RunDir, utc_now
+from distrun.model.rundir import RunDir, spared, utc_now
 
 POLL_S = 0.05
 CHUNK = 1 << 20
@@ -37,13 +37,23 @@ class StampedWriter:
                  echo: IO[str] | None, echo_prefix: str) -> None:
         self.sink, self.stream, self.lock = sink, stream, lock
         self.echo, self.echo_prefix = echo, echo_prefix
+        self.unwritten = 0  # lines the rank log lost (a full disk); the raw file keeps them
 
     def write_lines(self, lines: list[str]) -> None:
-        """Complete lines (each ending in a newline), stamped with one read time."""
+        """Complete lines (each ending in a newline), stamped with one read time. A rank log
+        that cannot be written (disk full) counts the lines it lost and warns once."""
         stamp = f"{utc_now()} {self.stream} "
         with self.lock:
-            self.sink.write("".join(stamp + line for line in lines))
-            self.sink.flush()
+            try:
+                if not self.unwritten:
+                    self.sink.write("".join(stamp + line for line in lines))
+                    self.sink.flush()
+                if self.unwritten or getattr(self.sink, "failed", False):
+                    self.unwritten += len(lines)
+            except (OSError, ValueError) as exc:
+                self.unwritten += len(lines)
+                if isinstance(exc, OSError):
+                    spared(exc, f"{getattr(self.sink, 'name', 'a rank log')}: lines lost")
         if self.echo is not None:
             self.echo.write("".join(self.echo_prefix + line for line in lines))
             self.echo.flush()
@@ -148,7 +158,13 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
                 thread.join(timeout=1.0)
             if thread.is_alive():
                 self.lost_streams.append(thread.name)
-        if not self.lost_streams:
+            elif thread.writer.unwritten:
+                self.lost_streams.append(f"{thread.name} ({thread.writer.unwritten} lines "
+                                         "not written)")
+        if not any(t.is_alive() for t in self._threads):
             for sink in self._files:
-                sink.close()
+                try:
+                    sink.close()
+                except OSError as exc:
+                    spared(exc, "a rank log")
         self._threads, self._files = [], []

@@ -35,6 +35,9 @@ class JobStatus(str, Enum):
     """How a job ended (or that it has not): ``summary.json``'s and ``job_finished``'s status."""
 
     SUCCEEDED = "succeeded"
+    # every rank succeeded (exit status 0) but the launcher could not copy every line the
+    # ranks printed into logs/rank-N.log (summary.json: logs_complete false)
+    SUCCEEDED_LOGS_INCOMPLETE = "succeeded-logs-incomplete"
     FAILED = "failed"
     STALLED = "stalled"  # distrun stopped it after a stall or a lost node (exit status 124)
     INTERRUPTED = "interrupted"  # a signal to the launcher (Ctrl-C, scheduler)
@@ -403,6 +406,7 @@ class JobOutcome:
     failures: tuple[RankFailure, ...] = ()
     first_failure: int | None = None
     message: str = ""
+    logs_complete: bool = True  # False: a rank-log tailer could not drain its stream
 
     def failures_json(self) -> dict[str, dict[str, Any]]:
         return {str(f.rank): f.event_fields() for f in sorted(self.failures, key=lambda f: f.rank)}

@@ -18,13 +18,15 @@ line (atomic for a line), shared by the launcher and every rank.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -58,6 +60,66 @@ def _refuse_link(path: Path, exc: OSError) -> RunDirError:
         return RunDirError(exc.errno, f"{path} is a symbolic link: distrun does not write "
                            "through links (remove it, or choose a new folder)")
     return RunDirError(exc.errno, f"cannot write {path}: {exc.strerror}")
+
+
+_lost_warned = False
+
+
+def spared(exc: OSError, what: str) -> bool:
+    """distrun's own record could not be written (disk full, quota, I/O error): warn once per
+    process, naming what was lost, and let the job go on. A refused link is not spared."""
+    global _lost_warned  # noqa: PLW0603
+    if isinstance(exc, RunDirError):
+        return False
+    if not _lost_warned:
+        _lost_warned = True
+        try:
+            sys.stderr.write(f"distrun: warning: cannot write the run directory ({what}: "
+                             f"{exc.strerror or exc}); from here on distrun's record of this "
+                             "run is incomplete (the job is not affected)\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+    return True
+
+
+class SparedText(io.TextIOBase):
+    """A run-directory text stream whose failed writes (disk full) are one warning, not an
+    error; after the first failure it drops what it is given (``failed`` says so)."""
+
+    def __init__(self, raw: IO[str], what: str) -> None:
+        super().__init__()
+        self._raw, self.what, self.failed = raw, what, False
+        self.name = getattr(raw, "name", what)
+
+    def _fail(self, exc: OSError) -> None:
+        self.failed = True
+        spared(exc, f"{self.what}: lines lost")
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            try:
+                self._raw.write(text)
+            except OSError as exc:
+                self._fail(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.failed and not self._raw.closed:
+            try:
+                self._raw.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._raw.close()
+        except OSError as exc:
+            if not self.failed:
+                self._fail(exc)
+        super().close()
 
 
 def open_new(path: Path) -> int:
@@ -187,23 +249,35 @@ class RunDir:
         return cls(create(path, chosen=chosen))
 
     def write_json(self, name: str, data: Any) -> None:
-        write_json(self.path / name, data)
+        """Write a record; a full disk is a warning (see ``spared``), never an error."""
+        try:
+            write_json(self.path / name, data)
+        except OSError as exc:
+            if not spared(exc, name):
+                raise
 
     def event(self, name: str, **fields: Any) -> None:
         line = event_line(name, fields)
         with self._lock:
             if self._events >= 0:
-                os.write(self._events, line)
+                try:
+                    os.write(self._events, line)
+                except OSError as exc:
+                    spared(exc, f"{EVENTS} ({name} event lost)")
 
     def rank_log(self, rank: int) -> Path:
         return self.logs / f"rank-{rank}.log"
 
     def append(self, relative: str) -> IO[str]:
-        """A text stream appending to a file of the run directory (logs, samples)."""
-        return append_text(self.path / relative)
+        """A text stream appending to a file of the run directory (logs, samples); a write
+        that fails (disk full) is one warning and the stream's ``failed`` (``SparedText``)."""
+        return cast(IO[str], SparedText(append_text(self.path / relative), relative))
 
     def close(self) -> None:
         with self._lock:
             if self._events >= 0:
-                os.close(self._events)
+                try:
+                    os.close(self._events)
+                except OSError as exc:
+                    spared(exc, EVENTS)
                 self._events = -1

@@ -34,15 +34,21 @@ class Heartbeat:
 
     def beat(self, step: int, metrics: Mapping[str, float]) -> None:
         now = time.time()
-        os.pwrite(self._fd, f"{now:.3f} {step}".ljust(RECORD_BYTES).encode(), 0)
+        try:
+            os.pwrite(self._fd, f"{now:.3f} {step}".ljust(RECORD_BYTES).encode(), 0)
+        except OSError as exc:  # a full disk never ends the rank (one warning)
+            rundir.spared(exc, f"heartbeats/rank-{self.rank}")
         mono = time.monotonic()
         if mono >= self._next_event:
             self._next_event = mono + EVENT_EVERY_S
             self.event("progress", step=step, metrics=dict(metrics))
 
     def event(self, name: str, **fields: object) -> None:
-        os.write(self._events, rundir.event_line(name, {"rank": self.rank, "pid": os.getpid(),
-                                                        **fields}))
+        line = rundir.event_line(name, {"rank": self.rank, "pid": os.getpid(), **fields})
+        try:
+            os.write(self._events, line)
+        except OSError as exc:
+            rundir.spared(exc, f"{rundir.EVENTS} ({name} event of rank {self.rank} lost)")
 
     def joined(self, device: str, local_rank: int, node_rank: int) -> None:
         self.event("rank_joined", device=device, local_rank=local_rank, node_rank=node_rank)
