@@ -48,8 +48,7 @@ FAULTS = {
     "first-failure": Fault(
         "scripts_first_fail.py", 1, "failed", first_failure=1,
         lines={0: (" out rank 0 step ", 2), 1: (" out rank 1 step ", 2)},
-        # the hang watch would stop the job first; the ranks' own ends are under test
-        flags=("--stall-action", "warn"), run_name="[exp1]/a[/]b",
+        run_name="[exp1]/a[/]b",  # default settings: torchelastic reports the failed rank
         shown=("rank 1 first", "shape [/] mismatch", "[exp1]", "a[/]b")),
     "bracketed-run-dir": Fault(
         "scripts_ok.py", 0, "succeeded", run_name="[exp1]/a[/]b",

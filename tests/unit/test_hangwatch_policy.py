@@ -49,7 +49,9 @@ def test_default_names_and_waits_until_the_backend_timeout() -> None:
     assert should_stop(verdict(Kind.IDLE, 1796.0), config) == (
         True, "the backend's own timeout (1800 s) is about to fire")
     assert should_stop(verdict(Kind.MISMATCH, 10.0), config) == (True, "waiting cannot succeed")
-    assert should_stop(verdict(Kind.GONE, 0.5), config) == (True, "waiting cannot succeed")
+    # a rank gone: torchelastic reports a failed rank first; distrun stops only if it does not
+    assert should_stop(verdict(Kind.GONE, 0.5), config) == (False, "")
+    assert should_stop(verdict(Kind.GONE, 12.0), config) == (True, "waiting cannot succeed")
 
 
 def test_stall_timeout_keeps_its_meaning_and_warn_never_stops() -> None:

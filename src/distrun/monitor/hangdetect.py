@@ -35,6 +35,10 @@ from distrun.monitor.state import RankState
 PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
 BACKEND_TIMEOUT_MARGIN_S = 5.0  # stop this long before the backend's own timeout fires
 GONE_DESCRIBE_WAIT_S = 5.0  # a rank gone: wait this long for the waiters' op and sizes
+# A rank gone with an error is torchelastic's to report (it stops the others and names the
+# failure within a second or two); distrun stops the job itself only when the rank left and
+# nothing else ends the wait: a rank that exited 0 early.
+GONE_STOP_AFTER_S = 10.0
 PROOF_WINDOW_S = 3.0  # CPU use measured over this long after every rank joined
 CPU_TICKS = 5  # the verdict judges a culprit's CPU use over the last few ticks
 BUSY_PERCENT = 1.0
@@ -218,6 +222,8 @@ class HangDetector:
 def should_stop(v: HangVerdict, config: HangConfig) -> tuple[bool, str]:
     """Whether to stop the job for this hang, and why."""
     timeout = config.stall_timeout_s
+    if v.kind is Kind.GONE and v.waited_s < GONE_STOP_AFTER_S:
+        return False, ""  # torchelastic reports a failed rank first; stop only if it does not
     if v.must_stop:
         why = "waiting cannot succeed"
     elif timeout is not None and v.waited_s >= timeout:
