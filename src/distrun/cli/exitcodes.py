@@ -4,11 +4,13 @@
 or 128 + signal number when that rank was killed by a signal.
 """
 
+from distrun.model.record import EXIT_STALLED
+
 OK = 0
 JOB_FAILED = 1
 USAGE = 2
 PREFLIGHT = 3
 INTERNAL = 4
-STALLED = 124  # distrun stopped the job after a stall (--stall-action stop), like timeout(1)
+STALLED = EXIT_STALLED  # distrun stopped the job after a stall or a hang, like timeout(1)
 SIGINT = 130
 SIGTERM = 143

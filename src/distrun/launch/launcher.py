@@ -19,7 +19,7 @@ from distrun.launch.firstfail import is_consequence, reorder
 from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
-from distrun.model.record import JobOutcome, JobStatus, RankFailure
+from distrun.model.record import EXIT_STALLED, JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir, spared
 
 if TYPE_CHECKING:
@@ -242,7 +242,6 @@ def _own_fault(outcome: JobOutcome) -> bool:
 
 def _judged(outcome: JobOutcome, verdict: Verdict | None) -> JobOutcome:
     """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124)."""
-    from distrun.monitor.stall import EXIT_STALLED
 
     if _own_fault(outcome):  # a rank raised: the hang it left behind is a consequence
         return outcome

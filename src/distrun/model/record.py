@@ -31,6 +31,9 @@ Count = Annotated[int, Field(ge=0, le=MAX_RANK)]
 Pid = Annotated[int, Field(ge=0, lt=1 << 31)]
 
 
+EXIT_STALLED = 124  # like timeout(1): distrun stopped the job after a stall or a hang
+
+
 class JobStatus(str, Enum):
     """How a job ended (or that it has not): ``summary.json``'s and ``job_finished``'s status."""
 
@@ -39,7 +42,7 @@ class JobStatus(str, Enum):
     # ranks printed into logs/rank-N.log (summary.json: logs_complete false)
     SUCCEEDED_LOGS_INCOMPLETE = "succeeded-logs-incomplete"
     FAILED = "failed"
-    STALLED = "stalled"  # distrun stopped it after a stall or a lost node (exit status 124)
+    STALLED = "stalled"  # distrun stopped it after a stall or a lost node (EXIT_STALLED)
     INTERRUPTED = "interrupted"  # a signal to the launcher (Ctrl-C, scheduler)
     ENDED_ABNORMALLY = "ended-abnormally"  # the launcher died without recording an end
     RUNNING = "running"

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from distrun.model.record import EXIT_STALLED  # noqa: F401  (re-exported)
 from distrun.monitor.procs import signal_caught
 from distrun.monitor.state import RankState
 
-EXIT_STALLED = 124  # like timeout(1): distrun stopped the job after a stall
 COLLECTIVE = re.compile(r"torch[/\\]distributed[/\\]")
 FRAME = re.compile(r'^\s*(File ".*", line \d+ in .*|\S.*\(.*:\d+\))\s*$')
 DUMP_WAIT_S = 2.0
