@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from distrun.model.record import EXIT_STALLED  # noqa: F401  (re-exported)
 from distrun.monitor.procs import signal_caught
 from distrun.monitor.state import RankState
 
