@@ -182,9 +182,9 @@ def _rank_of_local(local: int | None, path: Path, info: RunInfo) -> int | None:
 
 def _exit_hits(info: RunInfo) -> list[Hit]:
     """The *first* rank to fail, by SIGKILL (host OOM) or SIGTERM/SIGHUP (stopped), is a cause."""
-    failures = sorted(
+    failures = sorted(  # the launcher's own first failure, else the earliest
         (e for e in info.exits if e.exitcode != 0),
-        key=lambda e: (e.time if e.time is not None else math.inf, e.line),
+        key=lambda e: (not e.first, e.time if e.time is not None else math.inf, e.line),
     )
     if not failures or info.events_path is None:
         return []

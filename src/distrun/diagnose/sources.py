@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from distrun.model.record import (
+    FIRST_ROLE,
     BadLine,
     Event,
     JobFinished,
@@ -56,6 +57,7 @@ class RankExit:
     time: float | None
     line: int
     text: str
+    first: bool = False  # the launcher named it the first failure (cause before consequence)
 
 
 @dataclass
@@ -180,7 +182,7 @@ def _apply_event(event: Event, number: int, text: str, info: RunInfo) -> None:
             info.local_ranks[(where.node_rank or 0, where.local_rank or 0)] = rank
     elif isinstance(event, RankExited):
         info.exits.append(RankExit(event.rank, event.exitcode, event.signal, event.at,
-                                   number, text))
+                                   number, text, event.role == FIRST_ROLE))
     elif isinstance(event, JobFinished):
         info.job_exitcode = event.exitcode
 
