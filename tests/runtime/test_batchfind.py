@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from distrun.runtime import batchcache
-from distrun.runtime.batchfind import find, is_oom, search
+from distrun.runtime.batchfind import EDGE_MARGIN, find, is_oom, search
 from tests.conftest import REPO, cli_env
 
 JOBS = Path(__file__).parent / "memjobs"
@@ -71,13 +71,16 @@ def test_cache_gives_the_next_search_its_start(tmp_path: Path) -> None:
 
     first = find("cpu", 1, step, lambda n: torch.randn(n, 4), start=2, maximum=64,
                  model=model, env=env)
-    assert 58 <= first.size <= 64 and not first.started_from_cache
+    # the answer keeps EDGE_MARGIN below the largest size that passed (cached as found)
+    assert 58 <= first.fits_up_to <= 64 and not first.started_from_cache
+    assert first.size == int(first.fits_up_to * EDGE_MARGIN)
     data = json.loads((tmp_path / batchcache.FILE).read_text())
-    assert [v["size"] for v in data.values()] == [first.size]
+    assert [v["size"] for v in data.values()] == [first.fits_up_to]
     tried.clear()
     again = find("cpu", 1, step, lambda n: torch.randn(n, 4), start=2, maximum=64,
                  model=model, env=env)
-    assert again.started_from_cache and tried == [first.size]
+    assert again.started_from_cache and tried == [first.fits_up_to]
+    assert again.size == first.size
     other = batchcache.key(batchcache.model_signature(torch.nn.Linear(4, 5)), "cpu", 1, "fp32")
     assert batchcache.load(env, other) is None
 

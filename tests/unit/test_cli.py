@@ -128,7 +128,7 @@ def test_config_file_sets_defaults_and_flags_win(tmp_path: Path) -> None:
     ("nproc_per_nod = 3\n", "'nproc_per_nod' is not a setting"),
     ('master_port = "abc"\n', "master_port = 'abc'"),
     ("x = [\n", "not valid TOML"),
-    (None, "cannot read it"),
+    (None, "cannot read config"),
 ])
 def test_bad_config_is_one_line(tmp_path: Path, text: str | None, needle: str) -> None:
     if text is not None:

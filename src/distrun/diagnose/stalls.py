@@ -78,6 +78,8 @@ def _stall(event: dict[str, Any], number: int, path: Path) -> StallEvent | None:
     name = event.get("event")
     if name not in NAMES or (name == "stalled" and not event.get("culprit", True)):
         return None
+    if name == "hang" and event.get("kind") == "gone":
+        return None  # a rank that left: its own exit (or error) is the cause, not the wait
     raw = {"stall_verdict": event.get("ranks"), "hang": event.get("culprits")}.get(
         str(name), [event.get("rank")])
     ranks = tuple(int(r) for r in (raw or []) if isinstance(r, int | str) and str(r).isdigit())

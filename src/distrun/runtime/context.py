@@ -145,7 +145,7 @@ class Context:
         from distrun.runtime import batchfind
 
         fraction = batchsettings.fraction(self.batch_env)
-        found = batchfind.find(self.device, self.world_size, step_fn, make_batch,
+        found = batchfind.find(self.device_name, self.world_size, step_fn, make_batch,
                                maximum=batchsettings.ceiling(self.batch_env, global_batch_size,
                                                              self.world_size),
                                model=model, precision=precision, rank=self.rank,
@@ -159,7 +159,7 @@ class Context:
     def estimate_memory(self, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
                         sizes: tuple[int, ...] = (2, 4, 8)) -> memory.MemoryFit:
         """Run the real step at a few batch sizes on this device; fit peak memory vs batch."""
-        return memory.estimate(self.device, step_fn, make_batch, sizes)
+        return memory.estimate(self.device_name, step_fn, make_batch, sizes)
 
     def find_batch_size(self, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
                         *, start: int = 1, max: int = 4096,
@@ -172,7 +172,7 @@ class Context:
         """
         from distrun.runtime import batchfind
 
-        return batchfind.find(self.device, self.world_size, step_fn, make_batch, start=start,
+        return batchfind.find(self.device_name, self.world_size, step_fn, make_batch, start=start,
                               maximum=max, model=model, precision=precision, rank=self.rank).size
 
     def step(self, step: int, **metrics: float) -> None:

@@ -61,8 +61,9 @@ def fit_line(sizes: Sequence[int], peaks: Sequence[int]) -> tuple[float, float]:
 class PeakCounter:
     """reset() then run, then peak(): bytes at the high-water mark of the device (or process)."""
 
-    def __init__(self, device: str) -> None:
-        self.device_type = device.split(":", maxsplit=1)[0]
+    def __init__(self, device: object) -> None:
+        """``device``: ``ctx.device`` (a torch.device) or its name (``cuda:0``, ``cpu``)."""
+        self.device_type = str(device).split(":", maxsplit=1)[0]
         self.ns = None if self.device_type in devmod.UNBOUND else devmod.namespace(
             self.device_type)
         self._sampler: _RssSampler | None = None
@@ -96,7 +97,7 @@ def measure_peak(counter: PeakCounter, step_fn: StepFn, make_batch: MakeBatch,
     return peak
 
 
-def estimate(device: str, step_fn: StepFn, make_batch: MakeBatch,
+def estimate(device: object, step_fn: StepFn, make_batch: MakeBatch,
              sizes: Sequence[int] = (2, 4, 8), warmup: bool = True) -> MemoryFit:
     """Run the step at each size (ascending, after one warm-up step that creates gradients and
     optimizer state), fit peak = a + b * batch."""
@@ -108,7 +109,7 @@ def estimate(device: str, step_fn: StepFn, make_batch: MakeBatch,
     counter = PeakCounter(device)
     peaks = [measure_peak(counter, step_fn, make_batch, s) for s in ordered]
     a, b = fit_line(ordered, peaks)
-    return MemoryFit(device, tuple(ordered), tuple(peaks), a, b)
+    return MemoryFit(str(device), tuple(ordered), tuple(peaks), a, b)
 
 
 def free_memory(device_type: str) -> None:
