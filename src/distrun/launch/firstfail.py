@@ -108,6 +108,13 @@ def reorder(outcome: JobOutcome, logs: Path) -> JobOutcome:
     if chosen is None:
         return outcome
     code = chosen.exitcode if chosen.exitcode > 0 else 128 - chosen.exitcode
+    own = errors.get(chosen.rank)
+    torn_down = chosen.exitcode in (*_SIGNALLED, -1, -2, -15) or chosen.signal in (
+        "SIGTERM", "SIGINT", "SIGHUP")
+    if torn_down and own is not None and not _CONSEQUENCE.search(own.line):
+        # its own error came first; the SIGTERM was the launcher's teardown racing its exit:
+        # report the status of a failed Python process, not the teardown's signal
+        code = 1
     message = chosen.message
     if message.startswith(("exited with code", "killed by")) and chosen.rank in errors:
         message = errors[chosen.rank].line

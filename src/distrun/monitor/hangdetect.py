@@ -163,6 +163,7 @@ class HangDetector:
     current: HangVerdict | None = None
     stopped: bool = False
     recent: dict[int, deque[float]] = field(default_factory=dict)
+    gone_since: dict[tuple[Any, ...], float] = field(default_factory=dict)  # key -> first seen
 
     def __call__(self, t: Tick) -> list[Result]:
         health = self._health(t)
@@ -204,7 +205,9 @@ class HangDetector:
         if verdict.kind is Kind.GONE and not verdict.op and not t.final and (
                 verdict.waited_s < GONE_DESCRIBE_WAIT_S):
             return []  # the waiters' op lands in a few seconds (or at their exit): name it then
-        stop, why = should_stop(verdict, self.config)
+        gone_for = (t.now - self.gone_since.setdefault(verdict.key, t.now)
+                    if verdict.kind is Kind.GONE else None)
+        stop, why = should_stop(verdict, self.config, gone_for)
         out: list[Result] = []
         if verdict.key not in self.said:
             self.said.add(verdict.key)
@@ -219,10 +222,13 @@ class HangDetector:
         return out
 
 
-def should_stop(v: HangVerdict, config: HangConfig) -> tuple[bool, str]:
-    """Whether to stop the job for this hang, and why."""
+def should_stop(v: HangVerdict, config: HangConfig,
+                gone_for_s: float | None = None) -> tuple[bool, str]:
+    """Whether to stop the job for this hang, and why. ``gone_for_s``: how long the detector
+    has seen this rank gone (the waiters may have waited longer than that)."""
     timeout = config.stall_timeout_s
-    if v.kind is Kind.GONE and v.waited_s < GONE_STOP_AFTER_S:
+    gone = v.waited_s if gone_for_s is None else gone_for_s
+    if v.kind is Kind.GONE and gone < GONE_STOP_AFTER_S:
         return False, ""  # torchelastic reports a failed rank first; stop only if it does not
     if v.must_stop:
         why = "waiting cannot succeed"
