@@ -175,5 +175,7 @@ def test_single_300_mb_line_stays_in_bounded_memory(tmp_path: Path) -> None:
                           text=True, env=env, check=False, timeout=120)
     peak_kib, code = done.stdout.strip().splitlines()[-1].split()
     assert code == "0"
-    assert int(peak_kib) < 300 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
+    # a whole-line read would hold the 300 MB line at least twice (bytes and text); a cold
+    # Hyperscan database compile alone can reach ~400 MB on this machine
+    assert int(peak_kib) < 512 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
     assert '"cuda-out-of-memory"' in done.stdout
