@@ -122,30 +122,27 @@ class SparedText(io.TextIOBase):
         super().close()
 
 
-def open_new(path: Path) -> int:
-    """A new file (it must not exist, and must not be a link), 0600; returns the fd."""
+def _open(path: Path, flags: int) -> int:
+    """``os.open`` for writing, 0600 when created, never through a link; the fd."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
-                       FILE_MODE)
+        return os.open(path, os.O_WRONLY | flags | _NOFOLLOW | _CLOEXEC, FILE_MODE)
     except OSError as exc:
         raise _refuse_link(path, exc) from None
+
+
+def open_new(path: Path) -> int:
+    """A new file (it must not exist, and must not be a link), 0600; returns the fd."""
+    return _open(path, os.O_CREAT | os.O_EXCL)
 
 
 def open_append(path: Path) -> int:
     """A file to append to, created 0600 if absent; a link in its place is refused."""
-    try:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
-                       FILE_MODE)
-    except OSError as exc:
-        raise _refuse_link(path, exc) from None
+    return _open(path, os.O_APPEND | os.O_CREAT)
 
 
 def open_rewrite(path: Path) -> int:
     """A file rewritten in place (a heartbeat), created 0600 if absent; never through a link."""
-    try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC, FILE_MODE)
-    except OSError as exc:
-        raise _refuse_link(path, exc) from None
+    return _open(path, os.O_CREAT)
 
 
 def append_text(path: Path) -> IO[str]:
