@@ -26,9 +26,10 @@ def test_fit_line_recovers_a_line() -> None:
 
 @pytest.mark.timeout(240)
 def test_cpu_prediction_outside_fitted_range(marker: str) -> None:
-    """Fitted at 64..256, predicted at 1024 (4x beyond): within 15 % of the measured peak, and
-    the batch-dependent part (what the fit is for) within a factor 0.5..2 (the kernel's RSS
-    high-water mark is a noisy measure of a few MiB on a loaded machine)."""
+    """Fitted at 64..256, predicted at 1024 (4x beyond): within 10 % of the measured peak, and
+    the batch-dependent part (what the fit is for, ~0.25 MiB a sample here) within a factor
+    0.75..1.33. Before glibc's mmap threshold was fixed during the fit, this part was off by up
+    to 3.7x on a loaded machine."""
     res = subprocess.run([sys.executable, str(JOBS / "fit_cpu.py"), "1024"], cwd=REPO,
                          env=cli_env({"DISTRUN_TEST_MARK": marker}), capture_output=True,
                          text=True, timeout=200, check=False)
@@ -37,6 +38,6 @@ def test_cpu_prediction_outside_fitted_range(marker: str) -> None:
     error = abs(out["predicted"] - out["real"]) / out["real"]
     part = (out["predicted"] - out["intercept"]) / (out["real"] - out["intercept"])
     print(f"peak error {error:.1%}, batch-dependent part predicted/real {part:.2f}")
-    assert error <= 0.15
-    assert 0.5 <= part <= 2.0
+    assert error <= 0.10
+    assert 0.75 <= part <= 1.33
     assert out["slope"] > 0
