@@ -27,6 +27,9 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"[2024-03-02 10:11:12,345] [rank1]: {OOM}", 1, None),
     (f"\x1b[31m[rank6]:\x1b[0m {OOM}", 6, None),  # colour codes
     (f"0: [rank7]: {OOM}", 7, None),  # srun label around torchrun's prefix: innermost wins
+    (f"(VllmWorker rank=3 pid=112081) ERROR 07-17 08:06:53 [multiproc_executor.py:487] {OOM}",
+     3, None),  # vLLM workers and their logger
+    (f"(TaskRunner pid=467613) {OOM}", None, None),  # Ray actors
 ])
 def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str | None) -> None:
     logical = logical_lines(line)

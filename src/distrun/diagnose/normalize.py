@@ -30,7 +30,11 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
     (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
     (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
-    (re.compile(r"\([\w.-]+ pid=\d+(?:, ip=[\d.]+)?\)\s?"), 0, 0),  # Ray actors (verl, vLLM)
+    # Ray actors and vLLM workers: (TaskRunner pid=4), (VllmWorker rank=3 pid=4)
+    (re.compile(r"\([\w.-]+ (?:rank=(\d+) )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), 1, 0),
+    # vLLM / SGLang logger: ERROR 07-17 08:06:53 [multiproc_executor.py:487]
+    (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                r"\[?[\w.-]+:\d+\]\s?"), 0, 0),
     (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
@@ -97,7 +101,7 @@ def strip_prefixes(text: str) -> Logical:
         found, rank_group, node_group = _first_prefix(text, pos)
         if found is None:
             break
-        if rank_group:
+        if rank_group and found.group(rank_group) is not None:
             rank = int(found.group(rank_group))
         if node_group:
             node = found.group(node_group)
