@@ -26,7 +26,7 @@ from distrun.launch.launcher import launch
 from distrun.launch.options import DEFAULT_MASTER_WAIT_S, LaunchOptions
 from distrun.launch.rundir import RunDir, RunDirError, default_path, redact
 from distrun.model.plan import Finding, LaunchPlan, Request
-from distrun.model.record import JobOutcome, JobStatus
+from distrun.model.record import JobOutcome, JobStatus, printable
 
 # Imported where needed, not here: each costs start-up time on every launch (see
 # benchmarks/launch_overhead.py): rich (only to show findings or a plan), the Slurm
@@ -204,9 +204,14 @@ def start(plan: LaunchPlan, options: LaunchOptions, node_rank: int, err: Stderr)
     os.environ["DISTRUN_BACKEND"] = plan.backend
     outcome = launch(plan, options, run, node_rank, echo_filter(options))
     summary = summarize(plan, outcome, run, node_rank)
+    ooms = oom_messages(run.path)
+    if ooms:
+        summary["out_of_memory"] = ooms
     run.write_json("summary.json", summary)
     run.close()
     report(err, outcome, plan.world_size, run)
+    for line in ooms:
+        say(err, f"distrun: {printable(line)}")
     if outcome.status is JobStatus.FAILED:
         explain(run.path)
     if options.json:
@@ -227,6 +232,19 @@ def stored_plan(plan: LaunchPlan) -> dict[str, object]:
         if isinstance(worker, dict) and "args" in worker:
             worker["args"] = redact_argv(node.invocation.worker.args)
     return data
+
+
+def oom_messages(path: Path) -> list[str]:
+    """The ranks' out-of-memory records (``rank_oom``), one sentence each (estimate.oom)."""
+    from distrun.estimate.oom import report as oom_report
+    from distrun.model.record import RankOom, read_events
+
+    found, _bad = read_events(path / "events.jsonl")
+    ranks: dict[int, RankOom] = {}
+    for event in found:
+        if isinstance(event, RankOom):
+            ranks.setdefault(event.rank, event)
+    return [oom_report(e).message for e in ranks.values()]
 
 
 def explain(path: Path) -> None:

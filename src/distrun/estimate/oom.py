@@ -49,7 +49,9 @@ def oom_advice(rank: int, batch_size: int, device_bytes: int, *, peak_bytes: int
     return OomAdvice(rank, peak_bytes, batch_size, fits, accum, message)
 
 
-FRACTION = 0.9  # the estimate keeps 10 % of the limit for fragmentation and data variance
+# of the room the fit leaves above its fixed part (the intercept), the batch may use this much;
+# the rest is kept for fragmentation and batches of larger samples
+FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def _fitting(event: RankOom, fraction: float) -> int | None:
     fit, cap = event.fit, event.capacity_bytes
     if fit is None or cap is None or fit.slope <= 0:
         return None
-    return max(0, int((cap * fraction - fit.intercept) // fit.slope))
+    return max(0, int((cap - fit.intercept) * fraction // fit.slope))
 
 
 def _head(event: RankOom) -> str:
@@ -136,13 +138,13 @@ def _estimate(event: RankOom, fitting: int | None, layout: BatchLayout | None,
         return f"the memory limit is not known, so no batch size is estimated ({basis}){agreed}"
     cap = size_text(event.capacity_bytes or 0)
     if fitting < 1:
-        return (f"by the estimate not even batch 1 fits within {fraction:.0%} of {cap} "
-                f"({basis}){agreed}")
+        return (f"by the estimate not even batch 1 fits under {cap} ({basis}): shard the model "
+                f"or free memory{agreed}")
     if event.batch_size is not None and fitting >= event.batch_size:
         return (f"the estimate said batch {event.batch_size} fits, and it did not ({basis}): "
                 f"measure again near this batch{agreed}")
     keep = "" if layout is None else (
         f", i.e. batch {layout.per_device} with {layout.grad_accum} gradient-accumulation "
         f"steps for the global batch {layout.global_batch}")
-    return (f"by the estimate batch <= {fitting} fits{keep} ({basis}, within {fraction:.0%} "
-            f"of {cap}){agreed}")
+    return (f"by the estimate batch <= {fitting} fits{keep} ({basis}; under {cap} with "
+            f"{1 - fraction:.0%} of the room for the batch kept free){agreed}")
