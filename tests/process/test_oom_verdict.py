@@ -67,3 +67,26 @@ def test_without_a_fit_the_verdict_says_none_was_measured(tmp_path: Path, marker
     assert f"at batch {BATCH} (ctx.batch_size(), from distrun launch)" in verdict
     assert "no memory fit was measured on this rank" in verdict
     assert "by the estimate" not in verdict
+
+
+def test_the_next_launch_refuses_a_batch_that_cannot_fit_by_the_stored_fit(
+        tmp_path: Path, marker: str) -> None:
+    """The first run stored rank 0's fit (ctx.estimate_memory); the planned batch of the next
+    launch is checked against it before anything starts (--dry-run starts nothing)."""
+    done = launch(tmp_path, marker, OOM_RANK="9")  # nobody runs out: rank 0 stores its fit
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = {"DISTRUN_TEST_MARK": marker, "DISTRUN_CACHE_DIR": str(tmp_path / "cache")}
+    huge = run_cli(["launch", "--dry-run", "--json", "--nproc-per-node", "2",
+                    "--per-device-batch-size", "100000000", str(JOB), marker], tmp_path, env=env)
+    assert huge.returncode == 3, huge.stderr
+    [error] = [f for f in json.loads(huge.stdout)["findings"] if f["severity"] == "error"]
+    assert error["id"] == "memory-insufficient"
+    assert re.match(r"host memory: [0-9.]+ GiB free, batch 100000000 \(2 processes x [0-9.]+ "
+                    r"GiB by the fit ctx\.estimate_memory measured for oom_job\.py on "
+                    r"20\d\d-\d\d-\d\d\) needs [0-9.]+ GiB in all by the estimate$",
+                    error["message"]), error["message"]
+    assert re.match(r"lower the batch to \d+ or less", error["fix"])
+    small = run_cli(["launch", "--dry-run", "--json", "--nproc-per-node", "2",
+                     "--per-device-batch-size", "100", str(JOB), marker], tmp_path, env=env)
+    assert small.returncode == 0, small.stderr
+    assert not [f for f in json.loads(small.stdout)["findings"] if f["id"].startswith("memory")]

@@ -114,6 +114,7 @@ def main(argv: list[str]) -> int:
         err.print(f"distrun: {note}", highlight=False, markup=False)
     node_rank = req.node_rank or 0
     plan, net = multinode.network(preflight(req, None, env), node_rank, env)
+    plan = plan.with_findings(memory_findings(plan, node_rank, env))
     if options.dry_run:
         return dry_run(plan, options)
     show_findings([f for f in plan.findings if f.severity != "info"])
@@ -125,6 +126,14 @@ def main(argv: list[str]) -> int:
     if stop is not None:
         return stop
     return start(plan, options, node_rank, err)
+
+
+def memory_findings(plan: LaunchPlan, node_rank: int, env: Mapping[str, str]) -> list[Finding]:
+    """Free memory per device, devices other processes hold, and whether the planned batch
+    fits by the last measured fit (distrun.cli.memcheck)."""
+    from distrun.cli.memcheck import launch_findings
+
+    return launch_findings(plan, node_rank, env)
 
 
 def slurm_topology(req: Request, env: Mapping[str, str]) -> tuple[Request, str | None]:
