@@ -96,8 +96,10 @@ def device_memory() -> dict[str, Any]:
     """The accelerator's own peak counter and its memory; None where it cannot say."""
     torch = sys.modules.get("torch")
     acc = getattr(torch, "accelerator", None)
+    if acc is None:
+        return {"device": None}
     try:
-        kind = acc.current_accelerator() if acc is not None else None
+        kind = acc.current_accelerator()
         if kind is None:
             return {"device": None}
         index = int(acc.current_device_index())
