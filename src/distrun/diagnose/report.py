@@ -27,7 +27,11 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     """The JSON contract::
 
     {"verdict": "cause" | "no-known-cause" | "nothing-failed", "confidence": ...,
-     "causes": [...], "unrecognised": [...], "failed_ranks": [...]}
+     "causes": [...], "unrecognised": [...], "failed_ranks": [...],
+     "out_of_memory": [{"rank", "device", "peak_bytes", "capacity_bytes", "batch_size",
+                        "fitting_batch", "grad_accum", "message"}]}
+
+    ``out_of_memory``: the ranks' ``rank_oom`` records (docs/estimate.md).
     """
     return {
         "verdict": _verdict(diagnosis),
