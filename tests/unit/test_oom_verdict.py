@@ -5,7 +5,9 @@ rows (this machine has no GPU); the CPU record is read from this process for rea
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,3 +173,27 @@ def test_preflight_on_replayed_nvidia_smi_names_the_busy_device() -> None:
                                   "of train.py's memory was measured here yet")
     assert [f.id for f in planned_batch_findings(devices, None, fit, script="t")] == [
         "device-busy"]
+
+
+def test_the_fit_is_stored_for_the_next_launch_only_under_distrun_launch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, notes: None) -> None:
+    from distrun.cli.memcheck import stored_fit
+    from distrun.runtime.batchfind import remember_fit
+    from distrun.runtime.memory import MemoryFit
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    fit = MemoryFit("cpu", (2, 4), (10, 20), 5e8, 2048.0)
+    env = {"DISTRUN_CACHE_DIR": str(tmp_path / "cache")}
+    remember_fit(fit, "ctx.estimate_memory", 2, env, rank=0)
+    assert oom.noted_fit() == oom.FitNote(5e8, 2048.0, (2, 4), "ctx.estimate_memory")
+    assert not (tmp_path / "cache").exists()  # not launched by distrun: nothing stored
+    remember_fit(fit, "ctx.estimate_memory", 2, {**env, "DISTRUN_RUN_DIR": str(tmp_path)},
+                 rank=1)
+    assert not (tmp_path / "cache").exists()  # rank 0 alone writes
+    remember_fit(fit, "ctx.estimate_memory", 2, {**env, "DISTRUN_RUN_DIR": str(tmp_path)})
+    got = stored_fit(env, str(script), "cpu", 2)
+    assert got is not None and (got.intercept, got.slope, got.sizes, got.source) == (
+        5e8, 2048.0, (2, 4), "ctx.estimate_memory")
+    assert stored_fit(env, str(script), "cpu", 4) is None  # another world size

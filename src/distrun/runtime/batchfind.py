@@ -218,13 +218,15 @@ def find(device: object, world_size: int, step_fn: memory.StepFn, make_batch: me
 
 def remember_fit(fit: memory.MemoryFit, source: str, world_size: int,
                  env: Mapping[str, str] | None = None, rank: int = 0) -> None:
-    """Note the fit for this rank's out-of-memory record; rank 0 also stores it for the next
-    launch's preflight (keyed by the script, the device model and the world size)."""
+    """Note the fit for this rank's out-of-memory record; under ``distrun launch``
+    (DISTRUN_RUN_DIR set), rank 0 also stores it for the next launch's preflight (keyed by the
+    script, the device model and the world size)."""
     oom.note_fit(fit.intercept, fit.slope, fit.sizes, source)
+    env = os.environ if env is None else env
     script = sys.argv[0] if sys.argv else ""
-    if rank != 0 or not script or not os.path.isfile(script):
+    if rank != 0 or not env.get("DISTRUN_RUN_DIR") or not script or not os.path.isfile(script):
         return
     entry = batchcache.fit_key(script, device_model(fit.device), world_size)
-    batchcache.store_fit(os.environ if env is None else env, entry, {
+    batchcache.store_fit(env, entry, {
         "intercept": fit.intercept, "slope": fit.slope, "sizes": list(fit.sizes),
         "source": source, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
