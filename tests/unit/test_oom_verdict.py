@@ -197,3 +197,12 @@ def test_the_fit_is_stored_for_the_next_launch_only_under_distrun_launch(
     assert got is not None and (got.intercept, got.slope, got.sizes, got.source) == (
         5e8, 2048.0, (2, 4), "ctx.estimate_memory")
     assert stored_fit(env, str(script), "cpu", 4) is None  # another world size
+
+
+@pytest.mark.parametrize(("text", "index"), [
+    (CUDA_ERROR, 1), ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 3; 79.15 GiB total "
+                      "capacity; 1.2 GiB already allocated)", 3),
+    ("NPU out of memory. Tried to allocate 1.50 GiB (NPU 0; 60.97 GiB total capacity)", 0),
+    (CPU_ERROR, None)])
+def test_the_device_the_error_names(text: str, index: int | None) -> None:
+    assert oom.device_index(text) == index

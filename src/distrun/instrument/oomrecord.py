@@ -55,7 +55,7 @@ def record(err: BaseException, rank: int, env: Mapping[str, str]) -> dict[str, A
     out: dict[str, Any] = {"rank": rank, "pid": os.getpid(),
                            "error": f"{type(err).__name__}: {text}"[:MAX_ERROR],
                            "requested_bytes": oom.requested_bytes(text)}
-    out.update(cpu_memory() if oom.on_cpu(err) else device_memory())
+    out.update(cpu_memory() if oom.on_cpu(err) else device_memory(oom.device_index(text)))
     out.update(batch_facts(env))
     return out
 
@@ -92,8 +92,9 @@ def cpu_memory() -> dict[str, Any]:
             "capacity_source": limit}
 
 
-def device_memory() -> dict[str, Any]:
-    """The accelerator's own peak counter and its memory; None where it cannot say."""
+def device_memory(named: int | None = None) -> dict[str, Any]:
+    """The accelerator's own peak counter and its memory (the device the error names, else the
+    current one); None where it cannot say."""
     torch = sys.modules.get("torch")
     acc = getattr(torch, "accelerator", None)
     if acc is None:
@@ -102,17 +103,20 @@ def device_memory() -> dict[str, Any]:
         kind = acc.current_accelerator()
         if kind is None:
             return {"device": None}
-        index = int(acc.current_device_index())
+        index = int(acc.current_device_index()) if named is None else named
         ns = getattr(torch, kind.type)
         peak = int(ns.max_memory_allocated(index))
-        free, total = (int(v) for v in ns.mem_get_info(index))
-        name = str(ns.get_device_name(index)) if hasattr(ns, "get_device_name") else ""
-    except (RuntimeError, AttributeError, TypeError, ValueError):
+    except (RuntimeError, AttributeError, TypeError, ValueError, AssertionError):
         return {"device": None}
-    return {"device": f"{kind.type}:{index}", "device_name": name, "peak_bytes": peak,
-            "peak_source": f"torch.{kind.type}.max_memory_allocated",
-            "capacity_bytes": total, "capacity_source": "the device's total memory",
-            "free_bytes": free}
+    out: dict[str, Any] = {"device": f"{kind.type}:{index}", "peak_bytes": peak,
+                           "peak_source": f"torch.{kind.type}.max_memory_allocated"}
+    try:
+        free, total = (int(v) for v in ns.mem_get_info(index))
+        out.update(capacity_bytes=total, capacity_source="the device's total memory",
+                   free_bytes=free, device_name=str(ns.get_device_name(index)))
+    except (RuntimeError, AttributeError, TypeError, ValueError, AssertionError):
+        pass
+    return out
 
 
 def _int(raw: str | None) -> int | None:

@@ -22,6 +22,8 @@ CPU_TEXT = re.compile(r"DefaultCPUAllocator|alloc_cpu\.cpp")
 # "Tried to allocate 2.00 GiB" (CUDA and the vendors' copies of its message), "you tried to
 # allocate 8000000000 bytes" (torch's CPU allocator)
 _REQUEST = re.compile(r"(?:T|you t)ried to allocate ([0-9.]+) ?(bytes|[KMGT]iB)")
+# "GPU 1 has a total capacity of 79.19 GiB" (torch >= 2.1), "(GPU 1; 79.19 GiB total capacity"
+_DEVICE = re.compile(r"\b[GNX]PU (\d+)(?: has a total capacity|; )")
 _UNIT = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
@@ -48,6 +50,12 @@ def requested_bytes(text: str) -> int | None:
         return int(float(found.group(1)) * _UNIT[found.group(2)])
     except (ValueError, OverflowError):
         return None
+
+
+def device_index(text: str) -> int | None:
+    """The device the error names (the allocator's message names the one that ran out)."""
+    found = _DEVICE.search(text)
+    return int(found.group(1)) if found else None
 
 
 @dataclass(frozen=True)
