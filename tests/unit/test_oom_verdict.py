@@ -4,6 +4,7 @@ rows (this machine has no GPU); the CPU record is read from this process for rea
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -206,3 +207,35 @@ def test_the_fit_is_stored_for_the_next_launch_only_under_distrun_launch(
     (CPU_ERROR, None)])
 def test_the_device_the_error_names(text: str, index: int | None) -> None:
     assert oom.device_index(text) == index
+
+
+def test_diagnose_of_a_replayed_cuda_run_directory_prints_the_record(tmp_path: Path) -> None:
+    """A run directory as distrun launch leaves it after rank 1 ran out of GPU memory (the log
+    line is torch's message; the rank_oom line the instrumentation's, with replayed values)."""
+    from distrun.diagnose import diagnose, to_json, write_text
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-1.log").write_text(
+        f"2026-11-22T23:40:36.970994Z err torch.OutOfMemoryError: {CUDA_ERROR}\n")
+    record = {"time": "2026-11-22T23:40:37.019164Z", "event": "rank_oom", "rank": 1,
+              "device": "cuda:1", "device_name": "NVIDIA H100 80GB HBM3",
+              "peak_bytes": int(78.12 * GIB), "capacity_bytes": int(79.19 * GIB),
+              "peak_source": "torch.cuda.max_memory_allocated",
+              "capacity_source": "the device's total memory", "batch_size": 48,
+              "batch_source": "ctx.batch_size()", "requested_bytes": 2 * GIB,
+              "fit": {"intercept": 20 * GIB, "slope": 1.5 * GIB, "sizes": [2, 4, 8],
+                      "source": "ctx.estimate_memory"}}
+    exited = {"time": "2026-11-22T23:40:38Z", "event": "rank_exited", "rank": 1, "exitcode": 1,
+              "role": "first failure"}
+    (tmp_path / "events.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(exited) + "\n")
+    found = diagnose([tmp_path])
+    assert found.causes[0].rule.id == "cuda-out-of-memory" and found.causes[0].rank == 1
+    out = io.StringIO()
+    write_text(found, out)
+    lines = out.getvalue().splitlines()
+    at = lines.index("Out of memory (from the run record):")
+    assert lines[at + 1].startswith("  rank 1 ran out of memory on cuda:1 (NVIDIA H100 80GB "
+                                    "HBM3); peak 78.12 GiB of 79.19 GiB")
+    assert "at batch 48 (ctx.batch_size()); by the estimate batch <= 35 fits" in lines[at + 1]
+    [oom_json] = to_json(found)["out_of_memory"]
+    assert (oom_json["rank"], oom_json["fitting_batch"]) == (1, 35)
