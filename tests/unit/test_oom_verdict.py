@@ -239,3 +239,13 @@ def test_diagnose_of_a_replayed_cuda_run_directory_prints_the_record(tmp_path: P
     assert "at batch 48 (ctx.batch_size()); by the estimate batch <= 35 fits" in lines[at + 1]
     [oom_json] = to_json(found)["out_of_memory"]
     assert (oom_json["rank"], oom_json["fitting_batch"]) == (1, 35)
+
+
+def test_absurd_numbers_in_a_record_give_a_sentence_not_an_error() -> None:
+    got = report(event(capacity_bytes=2**62, batch_size=2**40, fit={
+        "intercept": -1e300, "slope": 1e-300, "sizes": [1], "source": "x"}))
+    assert got.fitting_batch == 2**31 - 1
+    assert "by the estimate batch <= 2147483647 fits" in got.message
+    host = [DeviceMemory(0, HOST, 1, 2**62)]
+    [error] = planned_batch_findings(host, 2**62, StoredFit(0.0, 1e300), script="t")
+    assert error.id == "memory-insufficient"

@@ -52,6 +52,7 @@ def oom_advice(rank: int, batch_size: int, device_bytes: int, *, peak_bytes: int
 # of the room the fit leaves above its fixed part (the intercept), the batch may use this much;
 # the rest is kept for fragmentation and batches of larger samples
 FRACTION = 0.9
+MAX_BATCH = 2**31 - 1  # a record with absurd numbers (a tiny slope) gives this, never an error
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def _fitting(event: RankOom, fraction: float) -> int | None:
     fit, cap = event.fit, event.capacity_bytes
     if fit is None or cap is None or fit.slope <= 0:
         return None
-    return max(0, int((cap - fit.intercept) * fraction // fit.slope))
+    value = (cap - fit.intercept) * fraction // fit.slope
+    return max(0, int(min(value, MAX_BATCH)))
 
 
 def _head(event: RankOom) -> str:

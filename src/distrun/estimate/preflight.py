@@ -77,7 +77,7 @@ class StoredFit:
     time: str = ""
 
     def need(self, batch: int) -> int:
-        return max(0, int(self.intercept + self.slope * batch + 0.999))
+        return max(0, int(min(self.intercept + self.slope * batch + 0.999, 2.0**62)))
 
 
 def planned_batch_findings(devices: Sequence[DeviceMemory], batch: int | None,
@@ -103,7 +103,7 @@ def planned_batch_findings(devices: Sequence[DeviceMemory], batch: int | None,
     what = (f"batch {batch} ({each}{fit.need(batch) / GIB:.2f} GiB by the fit {fit.source} "
             f"measured for {script}{when})")
     free = [d.free_bytes for d in devices if d.free_bytes is not None]
-    largest = int((min(free) / per_device - fit.intercept) // fit.slope) \
+    largest = int(min((min(free) / per_device - fit.intercept) // fit.slope, 2**31 - 1)) \
         if fit.slope > 0 and free else 0
     lower = f"lower the batch to {largest} or less, " if largest >= 1 else ""
     return memory_findings(devices, fit.need(batch) * per_device, what,
