@@ -18,7 +18,7 @@ from distrun.cli import exitcodes
 from distrun.cli.args import OneLineParser
 from distrun.errors import UsageError
 from distrun.estimate.fit import DeviceFit, fits
-from distrun.estimate.preflight import DeviceMemory, memory_findings
+from distrun.estimate.preflight import memory_findings
 from distrun.estimate.states import (
     OPTIMIZERS,
     PRECISIONS,
@@ -94,28 +94,11 @@ def main(argv: list[str]) -> int:
 def here_findings(need: int, setup: Setup) -> list[Finding]:
     """This node's devices through the monitor's samplers (NVML or the vendor's tool)."""
     from distrun.accelerators.detect import detect
-    from distrun.monitor.devices import for_vendor
+    from distrun.cli.memcheck import device_memory
 
     node = detect().node
-    sampler = for_vendor(node.vendor.value)
-    try:
-        reading = sampler.read()
-    finally:
-        sampler.close()
-    devices = [DeviceMemory(d.index, d.name, d.memory_used_bytes, d.memory_total_bytes,
-                            None if d.pids is None else tuple(_named(p) for p in d.pids))
-               for d in reading.devices]
     what = f"{setup.params / 1e9:.2f}B parameters ({setup.optimizer}, {setup.sharding})"
-    return memory_findings(devices, need, what)
-
-
-def _named(pid: int) -> str:
-    import psutil
-
-    try:
-        return f"{pid} {psutil.Process(pid).name()}"
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return str(pid)
+    return memory_findings(device_memory(node.vendor.value), need, what)
 
 
 def with_activations(states: ModelStates, batch: int | None, per_sample: str | None

@@ -26,7 +26,7 @@ from distrun.launch.launcher import launch
 from distrun.launch.options import DEFAULT_MASTER_WAIT_S, LaunchOptions
 from distrun.launch.rundir import RunDir, RunDirError, default_path, redact
 from distrun.model.plan import Finding, LaunchPlan, Request
-from distrun.model.record import JobOutcome, JobStatus
+from distrun.model.record import JobOutcome, JobStatus, printable
 
 # Imported where needed, not here: each costs start-up time on every launch (see
 # benchmarks/launch_overhead.py): rich (only to show findings or a plan), the Slurm
@@ -114,6 +114,7 @@ def main(argv: list[str]) -> int:
         err.print(f"distrun: {note}", highlight=False, markup=False)
     node_rank = req.node_rank or 0
     plan, net = multinode.network(preflight(req, None, env), node_rank, env)
+    plan = plan.with_findings(memory_findings(plan, node_rank, env))
     if options.dry_run:
         return dry_run(plan, options)
     show_findings([f for f in plan.findings if f.severity != "info"])
@@ -125,6 +126,14 @@ def main(argv: list[str]) -> int:
     if stop is not None:
         return stop
     return start(plan, options, node_rank, err)
+
+
+def memory_findings(plan: LaunchPlan, node_rank: int, env: Mapping[str, str]) -> list[Finding]:
+    """Free memory per device, devices other processes hold, and whether the planned batch
+    fits by the last measured fit (distrun.cli.memcheck)."""
+    from distrun.cli.memcheck import launch_findings
+
+    return launch_findings(plan, node_rank, env)
 
 
 def slurm_topology(req: Request, env: Mapping[str, str]) -> tuple[Request, str | None]:
@@ -204,9 +213,14 @@ def start(plan: LaunchPlan, options: LaunchOptions, node_rank: int, err: Stderr)
     os.environ["DISTRUN_BACKEND"] = plan.backend
     outcome = launch(plan, options, run, node_rank, echo_filter(options))
     summary = summarize(plan, outcome, run, node_rank)
+    ooms = oom_messages(run.path)
+    if ooms:
+        summary["out_of_memory"] = ooms
     run.write_json("summary.json", summary)
     run.close()
     report(err, outcome, plan.world_size, run)
+    for line in ooms:
+        say(err, f"distrun: {printable(line)}")
     if outcome.status is JobStatus.FAILED:
         explain(run.path)
     if options.json:
@@ -227,6 +241,19 @@ def stored_plan(plan: LaunchPlan) -> dict[str, object]:
         if isinstance(worker, dict) and "args" in worker:
             worker["args"] = redact_argv(node.invocation.worker.args)
     return data
+
+
+def oom_messages(path: Path) -> list[str]:
+    """The ranks' out-of-memory records (``rank_oom``), one sentence each (estimate.oom)."""
+    from distrun.estimate.oom import report as oom_report
+    from distrun.model.record import RankOom, read_events
+
+    found, _bad = read_events(path / "events.jsonl")
+    ranks: dict[int, RankOom] = {}
+    for event in found:
+        if isinstance(event, RankOom):
+            ranks.setdefault(event.rank, event)
+    return [oom_report(e).message for e in ranks.values()]
 
 
 def explain(path: Path) -> None:

@@ -52,6 +52,8 @@ from distrun.diagnose.sources import (
     read_run_info,
 )
 from distrun.diagnose.stalls import StallEvent, read_stalls
+from distrun.estimate.oom import OomReport
+from distrun.estimate.oom import report as oom_report
 
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
@@ -88,6 +90,7 @@ class Diagnosis:
     unrecognised: tuple[Hit, ...]
     failed_exits: tuple[RankExit, ...]
     files: int
+    oom: tuple[OomReport, ...] = ()  # the ranks' out-of-memory records (rank_oom events)
 
     @property
     def failed(self) -> bool:
@@ -113,7 +116,8 @@ def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     hits.extend(_stall_hits(read_stalls(path_list)))
     hits = [replace(h, seq=i) for i, h in enumerate(hits)]
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
-    return decide(hits, ruleset, info, failed_exits, len(files))
+    found = decide(hits, ruleset, info, failed_exits, len(files))
+    return replace(found, oom=tuple(oom_report(o) for o in info.ooms))
 
 
 @lru_cache(maxsize=4)

@@ -9,9 +9,11 @@ both outputs.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import IO, Any
 
 from distrun.diagnose.engine import Cause, Diagnosis, Hit
+from distrun.model.record import printable
 
 MAX_TEXT = 500
 
@@ -25,7 +27,11 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     """The JSON contract::
 
     {"verdict": "cause" | "no-known-cause" | "nothing-failed", "confidence": ...,
-     "causes": [...], "unrecognised": [...], "failed_ranks": [...]}
+     "causes": [...], "unrecognised": [...], "failed_ranks": [...],
+     "out_of_memory": [{"rank", "device", "peak_bytes", "capacity_bytes", "batch_size",
+                        "fitting_batch", "grad_accum", "message"}]}
+
+    ``out_of_memory``: the ranks' ``rank_oom`` records (docs/estimate.md).
     """
     return {
         "verdict": _verdict(diagnosis),
@@ -36,6 +42,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
             {"rank": e.rank, "exitcode": e.exitcode, "signal": e.signal}
             for e in diagnosis.failed_exits
         ],
+        "out_of_memory": [asdict(o) for o in diagnosis.oom],
     }
 
 
@@ -84,7 +91,15 @@ def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
         _unknown_text(diagnosis, lines)
     else:
         lines.append(f"No errors found in {diagnosis.files} file(s): nothing failed.")
+    _oom_text(diagnosis, lines)
     out.write("\n".join(lines) + "\n")
+
+
+def _oom_text(diagnosis: Diagnosis, lines: list[str]) -> None:
+    """The ranks' own out-of-memory records (the run directory's ``rank_oom`` events)."""
+    if diagnosis.oom:
+        lines.append("Out of memory (from the run record):")
+        lines.extend(f"  {short(printable(o.message), 2 * MAX_TEXT)}" for o in diagnosis.oom)
 
 
 def _where(rank: int | None, node: str | None) -> str:

@@ -24,6 +24,7 @@ from distrun.model.record import (
     Event,
     JobFinished,
     RankExited,
+    RankOom,
     WorkersStarted,
     parse_event,
     read_plan,
@@ -70,6 +71,7 @@ class RunInfo:
     exits: list[RankExit] = field(default_factory=list)
     job_exitcode: int | None = None
     problems: list[str] = field(default_factory=list)  # unreadable records: file:line: why
+    ooms: list[RankOom] = field(default_factory=list)  # out-of-memory records, in file order
 
     @property
     def failed(self) -> bool:
@@ -185,6 +187,8 @@ def _apply_event(event: Event, number: int, text: str, info: RunInfo) -> None:
                                    number, text, event.role == FIRST_ROLE))
     elif isinstance(event, JobFinished):
         info.job_exitcode = event.exitcode
+    elif isinstance(event, RankOom) and all(o.rank != event.rank for o in info.ooms):
+        info.ooms.append(event)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, progress_path
+from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, oomrecord, progress_path
 from distrun.model.progress import GroupProgress, RankProgress
 from distrun.model.rundir import spared
 
@@ -61,6 +61,7 @@ def activate(env: Mapping[str, str]) -> None:
     os.environ[ENV_PID] = str(os.getpid())
     if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+    oomrecord.install(run_dir, int(rank), env)  # the rank_oom event, if an OOM ends the rank
     agent = Agent(run_dir, int(rank))
     module = sys.modules.get(C10D)
     if module is not None:

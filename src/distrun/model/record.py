@@ -178,6 +178,44 @@ class RankExited(_Event):
                            self.role == FIRST_ROLE)
 
 
+class FitRecord(_Record):
+    """peak = intercept + slope x batch, measured on the rank (``source``: by what)."""
+
+    intercept: float
+    slope: float
+    sizes: list[int] = []
+    source: str = ""
+
+
+class FoundBatch(_Record):
+    size: Annotated[int, Field(ge=1)]
+    source: str = ""
+
+
+class RankOom(_Event):
+    """An out-of-memory error ended the rank (written by the rank's instrumentation; every
+    value it could not read is None)."""
+
+    event: Literal["rank_oom"]
+    rank: Rank
+    pid: Pid | None = None
+    device: str | None = None
+    device_name: str | None = None
+    peak_bytes: Annotated[int, Field(ge=0)] | None = None
+    peak_source: str | None = None
+    capacity_bytes: Annotated[int, Field(ge=0)] | None = None
+    capacity_source: str | None = None
+    free_bytes: Annotated[int, Field(ge=0)] | None = None
+    requested_bytes: Annotated[int, Field(ge=0)] | None = None
+    batch_size: Annotated[int, Field(ge=1)] | None = None
+    batch_source: str | None = None
+    global_batch: Annotated[int, Field(ge=1)] | None = None
+    world_size: Annotated[int, Field(ge=1, le=MAX_RANK)] | None = None
+    found_batch: FoundBatch | None = None
+    fit: FitRecord | None = None
+    error: str = ""
+
+
 class OrphansEnded(_Event):
     event: Literal["orphans_ended"]
     subreaper: bool = False
@@ -219,14 +257,14 @@ class OtherEvent(_Event):
 
 
 Event = (LaunchStarted | WorkersStarted | RankJoined | Progress | Verified | Stalled
-         | StallVerdict | NodeLost | RankExited | OrphansEnded | JobFinished | LauncherLost
+         | StallVerdict | NodeLost | RankExited | RankOom | OrphansEnded | JobFinished | LauncherLost
          | MonitorError | OtherEvent)
 EVENT_TYPES: dict[str, type[_Event]] = {
     "launch_started": LaunchStarted, "workers_started": WorkersStarted,
     "rank_joined": RankJoined, "progress": Progress, "verified": Verified, "stalled": Stalled,
     "stall_verdict": StallVerdict, "node_lost": NodeLost, "rank_exited": RankExited,
     "orphans_ended": OrphansEnded, "job_finished": JobFinished, "monitor_error": MonitorError,
-    "launcher_lost": LauncherLost,
+    "launcher_lost": LauncherLost, "rank_oom": RankOom,
 }
 
 

@@ -10,32 +10,20 @@ memory budget (MIN over ranks), else doubling, then bisection, until the answer 
 from __future__ import annotations
 
 import os
-import re
+import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from distrun.model import oom
+from distrun.model.oom import OOM_TEXT, is_oom
 from distrun.runtime import batchcache, memory
 from distrun.runtime.errors import BatchSizeError
 
-# RuntimeError texts of out-of-memory errors: CUDA/ROCm (HIP), XPU, Ascend NPU, Cambricon MLU,
-# Enflame GCU, torch's CPU allocator.
-OOM_TEXT = re.compile(
-    r"out of memory|DefaultCPUAllocator: can't allocate memory|"
-    r"(?:CUDA|HIP|XPU|NPU|MLU|GCU|cuda|hip|xpu|npu|mlu|gcu) error: out of memory|"
-    r"NPU out of memory|MLU out of memory|GCU out of memory|Tried to allocate", re.IGNORECASE)
-
+__all__ = ["OOM_TEXT", "Finder", "Search", "find", "is_oom", "search"]
 
 EDGE_MARGIN = 0.97  # with the 6 % search tolerance the answer stays within 10 % of the limit
-
-
-def is_oom(err: BaseException) -> bool:
-    """True for any vendor's out-of-memory error (never for other failures)."""
-    if isinstance(err, MemoryError):
-        return True
-    if type(err).__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError, torch.cuda's alias
-        return True
-    return isinstance(err, RuntimeError) and bool(OOM_TEXT.search(str(err)))
 
 
 @dataclass(frozen=True)
@@ -216,7 +204,29 @@ def find(device: object, world_size: int, step_fn: memory.StepFn, make_batch: me
                              "model; `distrun estimate` shows the model states per device")
     if entry and rank == 0:
         batchcache.store(env, entry, result.size, result.fails_at)
+    if len(finder.points) >= 2:
+        sizes = sorted(finder.points)
+        a, b = memory.fit_line(sizes, [finder.points[s] for s in sizes])
+        remember_fit(memory.MemoryFit(finder.device, tuple(sizes), (), a, b),
+                     "ctx.find_batch_size's trials", world_size, env, rank)
     # A size at the very edge can pass one trial and fail later (allocator fragmentation, a
     # larger batch of real data): the answer keeps a small margin below the largest pass.
     safe = max(1, int(result.size * EDGE_MARGIN))
+    oom.note_found(safe, "ctx.find_batch_size" if fraction is None else "ctx.plan_batch")
     return replace(result, size=safe, started_from_cache=cached is not None)
+
+
+def remember_fit(fit: memory.MemoryFit, source: str, world_size: int,
+                 env: Mapping[str, str] | None = None, rank: int = 0) -> None:
+    """Note the fit for this rank's out-of-memory record; under ``distrun launch``
+    (DISTRUN_RUN_DIR set), rank 0 also stores it for the next launch's preflight (keyed by the
+    script, the device model and the world size)."""
+    oom.note_fit(fit.intercept, fit.slope, fit.sizes, source)
+    env = os.environ if env is None else env
+    script = sys.argv[0] if sys.argv else ""
+    if rank != 0 or not env.get("DISTRUN_RUN_DIR") or not script or not os.path.isfile(script):
+        return
+    entry = batchcache.fit_key(script, device_model(fit.device), world_size)
+    batchcache.store_fit(env, entry, {
+        "intercept": fit.intercept, "slope": fit.slope, "sizes": list(fit.sizes),
+        "source": source, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from distrun import cluster
 from distrun.cluster import slurm
 from distrun.cluster.base import RankFacts
+from distrun.model import oom
 from distrun.runtime import batchsettings, checks, device, logs, memory
 from distrun.runtime.errors import InitError
 from distrun.runtime.heartbeat import Heartbeat
@@ -117,13 +118,16 @@ class Context:
         (DISTRUN_PER_DEVICE_BATCH_SIZE, from --global-batch-size / --per-device-batch-size).
         """
         if global_batch_size is None:
-            return batchsettings.per_device(self.batch_env)
+            size = batchsettings.per_device(self.batch_env)
+            oom.note_batch(size, "ctx.batch_size(), from distrun launch")
+            return size
         if global_batch_size < 1 or global_batch_size % self.world_size:
             lower = global_batch_size // self.world_size * self.world_size
             raise ValueError(
                 f"global batch size {global_batch_size} does not divide into {self.world_size} "
                 f"processes; use a multiple of {self.world_size}, e.g. "
                 f"{lower or self.world_size} or {max(lower, 0) + self.world_size}")
+        oom.note_batch(global_batch_size // self.world_size, "ctx.batch_size()")
         return global_batch_size // self.world_size
 
     @property
@@ -152,14 +156,21 @@ class Context:
                                fraction=fraction)
         total = global_batch_size or batchsettings.global_batch(self.batch_env)
         if total is None:
-            return batchsettings.BatchLayout(found.size * self.world_size, found.size, 1,
-                                             self.world_size)
-        return batchsettings.split_global_batch(total, self.world_size, found.size)
+            layout = batchsettings.BatchLayout(found.size * self.world_size, found.size, 1,
+                                               self.world_size)
+        else:
+            layout = batchsettings.split_global_batch(total, self.world_size, found.size)
+        oom.note_batch(layout.per_device, "ctx.plan_batch")
+        return layout
 
     def estimate_memory(self, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
                         sizes: tuple[int, ...] = (2, 4, 8)) -> memory.MemoryFit:
         """Run the real step at a few batch sizes on this device; fit peak memory vs batch."""
-        return memory.estimate(self.device_name, step_fn, make_batch, sizes)
+        from distrun.runtime import batchfind
+
+        fit = memory.estimate(self.device_name, step_fn, make_batch, sizes)
+        batchfind.remember_fit(fit, "ctx.estimate_memory", self.world_size, rank=self.rank)
+        return fit
 
     def find_batch_size(self, step_fn: memory.StepFn, make_batch: memory.MakeBatch,
                         *, start: int = 1, max: int = 4096,
