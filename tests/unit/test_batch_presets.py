@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from distrun.errors import UsageError
-from distrun.estimate.oom import oom_advice
 from distrun.model.batch import batch_env, per_device_limit, split_global_batch
 from distrun.runtime.context import Context
 from distrun.runtime.errors import InitError
@@ -82,14 +81,3 @@ def test_plan_batch_with_a_preset_on_cpu(tmp_path: Path) -> None:
 
     layout = ctx.plan_batch(step, lambda n: torch.randn(n, 64))
     assert layout.per_device * layout.grad_accum == 96
-
-
-def test_oom_advice_names_rank_peak_and_size() -> None:
-    gib = 2**30
-    advice = oom_advice(3, 32, 80 * gib, peak_bytes=82 * gib, fixed_bytes=20 * gib,
-                        global_batch=512, world_size=8)
-    assert (advice.fitting_batch, advice.grad_accum) == (16, 4)
-    assert advice.message == ("rank 3 ran out of memory at a peak of 82.00 GiB with batch size "
-                              "32; batch size 16 fits by the estimate and 4 gradient-accumulation "
-                              "steps to keep the global batch 512")
-    assert oom_advice(0, 1, 10 * gib).fitting_batch == 1
