@@ -27,6 +27,12 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"[2024-03-02 10:11:12,345] [rank1]: {OOM}", 1, None),
     (f"\x1b[31m[rank6]:\x1b[0m {OOM}", 6, None),  # colour codes
     (f"0: [rank7]: {OOM}", 7, None),  # srun label around torchrun's prefix: innermost wins
+    (f"[2]<stderr>:{OOM}", 2, None),  # horovodrun
+    (f"[pod/trainer-worker-1/pytorch] {OOM}", None, "trainer-worker-1"),  # kubectl logs --prefix
+    (f"E1122 05:34:06.394000 12497 torch/distributed/run.py:1002] {OOM}", None, None),  # glog
+    (f"> > {OOM}", None, None),  # quoted in a Markdown reply
+    (f"(pid=1521961) {OOM}", None, None),  # older Ray
+    (f"│ {OOM}   │", None, None),  # rich traceback box
 ])
 def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str | None) -> None:
     logical = logical_lines(line)

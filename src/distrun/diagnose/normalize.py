@@ -30,7 +30,11 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
     (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
     (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
-    (re.compile(r"\([\w.-]+ pid=\d+(?:, ip=[\d.]+)?\)\s?"), 0, 0),  # Ray actors (verl, vLLM)
+    (re.compile(r"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), 0, 0),  # Ray actors, older Ray
+    (re.compile(r"\[(\d+)\]<std(?:out|err)>:\s?"), 1, 0),  # horovodrun
+    (re.compile(r"\[pod/([\w.-]+)/[\w.-]+\]\s?"), 0, 1),  # kubectl logs --prefix
+    (re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?"), 0, 0),  # glog
+    (re.compile(r"(?:>[ \t]?)+(?=\S)|[\u2502\u2503][ \t]"), 0, 0),  # Markdown quote, rich box
     (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
@@ -103,7 +107,7 @@ def strip_prefixes(text: str) -> Logical:
             node = found.group(node_group)
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
-    return Logical(text[pos:].rstrip().rstrip("`"), rank, node)
+    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
 
 
 def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
