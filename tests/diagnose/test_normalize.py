@@ -47,6 +47,9 @@ def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str |
     ("failed (exitcode: 1) local_rank: 3 (pid: 4242) of binary: /usr/bin/python", 3),
     ("Rank 3 is running collective: CollectiveFingerPrint(OpType=ALLREDUCE", 3),
     ("jax.distributed.initialize(coordinator_address='h:1234', num_processes=4, process_id=3)", 3),
+    ("mpirun noticed that process rank 3 with PID 4242 on node n1 exited on signal 9 (Killed).", 3),
+    ("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD", 2),
+    ("Process 1 exit with status code 1.", 1),  # horovodrun
 ])
 def test_rank_named_in_the_message(text: str, rank: int) -> None:
     assert rank_in_text(text) == rank

@@ -51,7 +51,8 @@ _IN_TEXT = (
     re.compile(r"\bRank (\d+)\b"),
     re.compile(r"\[rank(\d+)\]"),
     re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
-    re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited) with"),  # torch.multiprocessing.spawn
+    re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited|exit) with"),  # mp.spawn, horovodrun
+    re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
 )
