@@ -30,6 +30,12 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"(VllmWorker rank=3 pid=112081) ERROR 07-17 08:06:53 [multiproc_executor.py:487] {OOM}",
      3, None),  # vLLM workers and their logger
     (f"(TaskRunner pid=467613) {OOM}", None, None),  # Ray actors
+    (f"[2]<stderr>:{OOM}", 2, None),  # horovodrun
+    (f"[pod/trainer-worker-1/pytorch] {OOM}", None, "trainer-worker-1"),  # kubectl logs --prefix
+    (f"E1122 05:34:06.394000 12497 torch/distributed/run.py:1002] {OOM}", None, None),  # glog
+    (f"> > {OOM}", None, None),  # quoted in a Markdown reply
+    (f"(pid=1521961) {OOM}", None, None),  # older Ray
+    (f"│ {OOM}   │", None, None),  # rich traceback box
 ])
 def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str | None) -> None:
     logical = logical_lines(line)
@@ -44,6 +50,9 @@ def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str |
     ("failed (exitcode: 1) local_rank: 3 (pid: 4242) of binary: /usr/bin/python", 3),
     ("Rank 3 is running collective: CollectiveFingerPrint(OpType=ALLREDUCE", 3),
     ("jax.distributed.initialize(coordinator_address='h:1234', num_processes=4, process_id=3)", 3),
+    ("mpirun noticed that process rank 3 with PID 4242 on node n1 exited on signal 9 (Killed).", 3),
+    ("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD", 2),
+    ("Process 1 exit with status code 1.", 1),  # horovodrun
 ])
 def test_rank_named_in_the_message(text: str, rank: int) -> None:
     assert rank_in_text(text) == rank

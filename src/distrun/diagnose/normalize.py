@@ -30,11 +30,16 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
     (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
     (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
-    # Ray actors and vLLM workers: (TaskRunner pid=4), (VllmWorker rank=3 pid=4)
-    (re.compile(r"\([\w.-]+ (?:rank=(\d+) )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), 1, 0),
+    # Ray actors (older Ray: no actor name) and vLLM workers: (TaskRunner pid=4), (pid=4),
+    # (VllmWorker rank=3 pid=4)
+    (re.compile(r"\((?:[\w.-]+ )?(?:rank=(\d+) )?pid=\d+(?:, ip=[\d.]+)?\)\s?"), 1, 0),
     # vLLM / SGLang logger: ERROR 07-17 08:06:53 [multiproc_executor.py:487]
     (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
                 r"\[?[\w.-]+:\d+\]\s?"), 0, 0),
+    (re.compile(r"\[(\d+)\]<std(?:out|err)>:\s?"), 1, 0),  # horovodrun
+    (re.compile(r"\[pod/([\w.-]+)/[\w.-]+\]\s?"), 0, 1),  # kubectl logs --prefix
+    (re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?"), 0, 0),  # glog
+    (re.compile(r"(?:>[ \t]?)+(?=\S)|[\u2502\u2503][ \t]"), 0, 0),  # Markdown quote, rich box
     (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
@@ -51,7 +56,8 @@ _IN_TEXT = (
     re.compile(r"\bRank (\d+)\b"),
     re.compile(r"\[rank(\d+)\]"),
     re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
-    re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited) with"),  # torch.multiprocessing.spawn
+    re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited|exit) with"),  # mp.spawn, horovodrun
+    re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
 )
@@ -107,7 +113,7 @@ def strip_prefixes(text: str) -> Logical:
             node = found.group(node_group)
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
-    return Logical(text[pos:].rstrip().rstrip("`"), rank, node)
+    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
 
 
 def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
