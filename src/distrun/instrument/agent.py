@@ -126,7 +126,7 @@ class Agent:
 
         @functools.wraps(destroy)
         def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
-            kept = _gloo_groups(module)
+            kept = _gloo_groups()
             try:
                 return destroy(*args, **kwargs)
             finally:
@@ -273,9 +273,10 @@ class Tracker(threading.Thread):
         self._written = True
 
 
-def _gloo_groups(c10d: ModuleType) -> list[Any]:
+def _gloo_groups() -> list[Any]:
     """The live process groups with a gloo backend (references that outlive the destroy)."""
     try:
+        c10d = sys.modules[C10D]
         groups = list(c10d._world.pg_map)
         return [pg for pg in groups if "gloo" in str(c10d.get_backend(pg))]
     except Exception as exc:  # torch internals moved: no settling, the destroy goes on
