@@ -115,7 +115,7 @@ class Agent:
             original = getattr(module, "init_process_group")  # noqa: B009
             destroy = getattr(module, "destroy_process_group")  # noqa: B009
         except AttributeError as exc:
-            warn("torch.distributed has no init_process_group", exc)
+            warn("torch.distributed has no init/destroy_process_group", exc)
             return
 
         @functools.wraps(original)
@@ -289,12 +289,12 @@ def settle(kept: list[Any]) -> None:
 
     torch 2.13: a collective's caller returns when the gloo worker marks the work done; the
     worker frees the work (and with it the last C++ reference to the caller's tensor, which
-    needs the GIL) a moment later. ``~ProcessGroupGloo`` joins that worker while its caller
-    holds the GIL. When the group's last reference goes in that moment (inside
-    ``destroy_process_group``, or DDP's Reducer as ``main()`` returns right after it), each
-    waits for the other for ever: a finished rank that never exits (issue 14). The groups
-    are kept here while this thread sleeps, GIL released, so whoever frees them last finds the
-    worker idle.
+    needs the GIL) a moment later. ``~ProcessGroupGloo`` joins that worker; torch's Python
+    handle of a group lets the GIL go first, but DDP's Reducer holds the group from C++ and
+    frees it with the GIL held. When the model goes in that moment (as ``main()`` returns right
+    after the last collective and the destroy), each waits for the other for ever: a finished
+    rank that never exits (issue 14, py-spy of the hung rank). The groups are kept here while
+    this thread sleeps, GIL released, so whoever frees them last finds the worker idle.
     """
     if kept:
         time.sleep(SETTLE_S)
