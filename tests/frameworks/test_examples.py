@@ -52,15 +52,8 @@ def events(run_dir: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines]
 
 
-FLAKY = pytest.mark.xfail(
-    strict=False, reason="known: rank 1 sometimes never exits after its last step under "
-    "distrun launch on a loaded 2-core box (2 of 5 runs; not seen under plain torchrun); "
-    "cause not found yet")
-
-
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("example", [pytest.param(e, marks=FLAKY) if e == "lightning_fabric"
-                                     else e for e in CASES])
+@pytest.mark.parametrize("example", list(CASES))
 def test_example_runs_under_distrun_launch(tmp_path: Path, marker: str, example: str) -> None:
     module, name, steps = CASES[example]
     pytest.importorskip(module, reason=f"{module} is in requirements-test.txt")

@@ -1,6 +1,8 @@
 """The per-rank agent: faulthandler on SIGUSR1 at start; when ``init_process_group`` returns,
 a daemon thread that reads torch's Flight Recorder once a second and, when something changed,
-rewrites ``<run>/progress/rank-<R>.json`` atomically (docs/instrument.md).
+rewrites ``<run>/progress/rank-<R>.json`` atomically (docs/instrument.md); and
+``destroy_process_group`` lets gloo's worker threads finish before the groups can be freed
+(:func:`settle`).
 
 Nothing here imports torch at interpreter start: an import hook waits for
 ``torch.distributed.distributed_c10d`` and wraps its ``init_process_group``. Every error of
@@ -36,6 +38,7 @@ TICK_S = 1.0
 DESCRIBE_AFTER_S = 2.0  # a collective in flight this long gets its op and sizes looked up
 DESCRIBE_EVERY_S = 5.0  # at most one full Flight Recorder read per this many seconds
 CPU_BACKENDS = ("gloo", "mpi")
+SETTLE_S = 0.2  # gloo's worker gets the GIL back this long before a destroyed group is freed
 
 _warned = False
 
@@ -111,8 +114,9 @@ class Agent:
     def hook(self, module: ModuleType) -> None:
         try:
             original = getattr(module, "init_process_group")  # noqa: B009
+            destroy = getattr(module, "destroy_process_group")  # noqa: B009
         except AttributeError as exc:
-            warn("torch.distributed has no init_process_group", exc)
+            warn("torch.distributed has no init/destroy_process_group", exc)
             return
 
         @functools.wraps(original)
@@ -121,7 +125,16 @@ class Agent:
             self.joined()
             return out
 
+        @functools.wraps(destroy)
+        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+            kept = _gloo_groups()
+            try:
+                return destroy(*args, **kwargs)
+            finally:
+                settle(kept)
+
         setattr(module, "init_process_group", init_process_group)  # noqa: B010
+        setattr(module, "destroy_process_group", destroy_process_group)  # noqa: B010
 
     def joined(self) -> None:
         if self.tracker is not None:
@@ -259,6 +272,34 @@ class Tracker(threading.Thread):
             spared(exc, f"progress/rank-{b.rank}.json")
             return
         self._written = True
+
+
+def _gloo_groups() -> list[Any]:
+    """The live process groups with a gloo backend (references that outlive the destroy)."""
+    try:
+        c10d = sys.modules[C10D]
+        groups = list(c10d._world.pg_map)
+        return [pg for pg in groups if "gloo" in str(c10d.get_backend(pg))]
+    except Exception as exc:  # torch internals moved: no settling, the destroy goes on
+        warn("process groups not found at destroy", exc)
+        return []
+
+
+def settle(kept: list[Any]) -> None:
+    """Let gloo's worker threads finish before a destroyed group can be freed.
+
+    torch 2.13: a collective's caller returns when the gloo worker marks the work done; the
+    worker frees the work (and with it the last C++ reference to the caller's tensor, which
+    needs the GIL) a moment later. ``~ProcessGroupGloo`` joins that worker; torch's Python
+    handle of a group lets the GIL go first, but DDP's Reducer holds the group from C++ and
+    frees it with the GIL held. When the model goes in that moment (as ``main()`` returns right
+    after the last collective and the destroy), each waits for the other for ever: a finished
+    rank that never exits (issue 14, py-spy of the hung rank). The groups are kept here while
+    this thread sleeps, GIL released, so whoever frees them last finds the worker idle.
+    """
+    if kept:
+        time.sleep(SETTLE_S)
+        kept.clear()
 
 
 def _groups() -> dict[str, tuple[tuple[int, ...], str]]:
