@@ -1,6 +1,8 @@
 """The per-rank agent: faulthandler on SIGUSR1 at start; when ``init_process_group`` returns,
-a daemon thread that reads torch's Flight Recorder once a second and, when something changed,
-rewrites ``<run>/progress/rank-<R>.json`` atomically (docs/instrument.md).
+a daemon thread that reads torch's Flight Recorder (and the point-to-point ops of
+:mod:`distrun.instrument.p2p`) once a second and rewrites ``<run>/progress/rank-<R>.json``
+atomically: at once when progress stops or an op gets described, at most every
+``STEADY_WRITE_S`` while it goes on (docs/instrument.md, "Cost").
 
 Nothing here imports torch at interpreter start: an import hook waits for
 ``torch.distributed.distributed_c10d`` and wraps its ``init_process_group``. Every error of
@@ -27,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, progress_path
+from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, p2p, progress_path
 from distrun.model.progress import GroupProgress, RankProgress
 from distrun.model.rundir import spared
 
@@ -35,6 +37,10 @@ C10D = "torch.distributed.distributed_c10d"
 TICK_S = 1.0
 DESCRIBE_AFTER_S = 2.0  # a collective in flight this long gets its op and sizes looked up
 DESCRIBE_EVERY_S = 5.0  # at most one full Flight Recorder read per this many seconds
+# While counters move every tick, the file is rewritten at most this often; the first tick
+# without a change writes at once, so a stall shows within 2 ticks. Kept well below
+# distrun.monitor.hang.HANG_AFTER_S: a resumed rank is never seen stuck that long.
+STEADY_WRITE_S = 5.0
 CPU_BACKENDS = ("gloo", "mpi")
 
 _warned = False
@@ -106,6 +112,7 @@ class Agent:
     def __init__(self, run_dir: str, rank: int) -> None:
         self.run_dir, self.rank = run_dir, rank
         self.tracker: Tracker | None = None
+        self.p2p = p2p.Recorder()
 
     def hook(self, module: ModuleType) -> None:
         try:
@@ -113,6 +120,10 @@ class Agent:
         except AttributeError as exc:
             warn("torch.distributed has no init_process_group", exc)
             return
+        try:
+            p2p.wrap(module, self.p2p, warn)
+        except Exception as exc:
+            warn("point-to-point ops are not recorded", exc)
 
         @functools.wraps(original)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
@@ -126,7 +137,7 @@ class Agent:
         if self.tracker is not None:
             return
         try:
-            self.tracker = Tracker(Writer(self.run_dir, self.rank), self.rank)
+            self.tracker = Tracker(Writer(self.run_dir, self.rank), self.rank, self.p2p)
             self.tracker.start()
             atexit.register(self.tracker.finish)
         except Exception as exc:
@@ -157,9 +168,10 @@ class Writer:
 
 
 class Tracker(threading.Thread):
-    """Once a second: the Flight Recorder's counters; a file write only when they changed."""
+    """Once a second: the Flight Recorder's counters and the p2p ops; a file write when they
+    stopped changing, when an op was described, or every ``STEADY_WRITE_S`` while they move."""
 
-    def __init__(self, writer: Writer, rank: int) -> None:
+    def __init__(self, writer: Writer, rank: int, recorder: p2p.Recorder | None = None) -> None:
         super().__init__(name="distrun-progress", daemon=True)
         self.writer, self.rank = writer, rank
         self.joined_at = time.time()
@@ -171,7 +183,10 @@ class Tracker(threading.Thread):
         self._described_at = 0.0
         self._base = RankProgress(rank=rank, pid=os.getpid(), host=socket.gethostname(),
                                   joined_at=self.joined_at)
-        self._written = False
+        self._written_at: float | None = None
+        self._dirty = False
+        self._recorder = recorder or p2p.Recorder()
+        self._p2p_version = -1
 
     def run(self) -> None:
         try:
@@ -198,12 +213,21 @@ class Tracker(threading.Thread):
             if changed:
                 self._raw = raw
                 self._merge(flight.parse_status(raw), now)
+            self._recorder.poll()
+            if self._recorder.version != self._p2p_version:
+                self._p2p_version, changed = self._recorder.version, True
             want = self._undescribed(now, exiting)
             if want:
                 self._describe(want, now)
-                changed = True
-            if changed or exiting or not self._written:
+            self._dirty = self._dirty or changed
+            if self._due(now, changed, bool(want) or exiting):
                 self._write(now, exiting)
+
+    def _due(self, now: float, changed: bool, urgent: bool) -> bool:
+        if urgent or self._written_at is None:
+            return True
+        steady = now - self._written_at < STEADY_WRITE_S
+        return self._dirty and not (changed and steady)
 
     def _merge(self, counters: Mapping[str, flight.Counters], now: float) -> None:
         for pg, count in counters.items():
@@ -251,13 +275,13 @@ class Tracker(threading.Thread):
         state = RankProgress(rank=b.rank, pid=b.pid, host=b.host, backend=backend,
                              world_size=world, device=device, joined_at=b.joined_at,
                              updated_at=now, exited_at=now if exiting else None,
-                             groups=dict(self._groups))
+                             groups=dict(self._groups), p2p=self._recorder.snapshot())
         try:
             self.writer.write(state.dumps())
         except OSError as exc:  # a full disk: this tick's progress is lost, the rank goes on
             spared(exc, f"progress/rank-{b.rank}.json")
             return
-        self._written = True
+        self._written_at, self._dirty = now, False
 
 
 def _groups() -> dict[str, tuple[tuple[int, ...], str]]:
