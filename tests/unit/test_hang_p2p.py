@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from distrun.instrument.p2p import Recorder
+from distrun.instrument.p2p import Recorder, _wrapper
 from distrun.model.progress import GroupProgress, P2POp, P2PProgress, RankProgress, parse
 from distrun.monitor.hang import Kind, RankHealth, cause_line, hang_verdict
 
@@ -86,20 +86,30 @@ class FakeWork:
 
 
 def test_recorder_counts_per_peer_and_lets_completed_work_go() -> None:
-    rec = Recorder(clock=lambda: NOW)
+    rec = Recorder()
+    rec.poll(NOW)
     assert rec.snapshot() is None
-    first, second = FakeWork(), FakeWork()
-    rec.entered(True, "send", 1, first, ("0", 0, torch.ones(2, 3)))
-    rec.entered(False, "irecv", 1, second, ("0", 7, torch.ones(4, dtype=torch.int64)))
+    works = [FakeWork(), FakeWork(), FakeWork()]
+    send = _wrapper(lambda t, *a, **k: works.pop(0), True, rec,
+                    lambda args, kwargs: (args[0] if args else kwargs["group_dst"], "0", 0))
+    recv = _wrapper(lambda t, *a, **k: works.pop(0), False, rec,
+                    lambda args, kwargs: (args[0], "0", kwargs.get("tag", 0)))
+    first = send(torch.ones(2, 3), 1)
+    second = recv(torch.ones(4, dtype=torch.int64), 1, tag=7)
+    third = send(torch.ones(2), group_dst=1)  # another argument form, the same peer
+    rec.poll(NOW)
     snap = rec.snapshot()
-    assert snap is not None and snap.sent == {1: 1} and snap.received == {1: 1}
-    assert [(p.op, p.n, p.sizes, p.dtype, p.tag) for p in snap.pending] == [
-        ("send", 1, (2, 3), "float32", 0), ("irecv", 1, (4,), "int64", 7)]
+    assert snap is not None and snap.sent == {1: 2} and snap.received == {1: 1}
+    assert [(p.op, p.n, p.sizes, p.dtype, p.tag, p.peer) for p in snap.pending] == [
+        ("irecv", 1, (4,), "int64", 7, 1), ("isend", 2, (2,), "float32", 0, 1)]  # oldest first
     version = rec.version
-    rec.poll()
+    rec.poll(NOW + 1)
     assert rec.version == version  # nothing completed: nothing changed
-    first.done = True
-    rec.poll()
+    first.done = third.done = True
+    rec.poll(NOW + 2)
     snap = rec.snapshot()
     assert snap is not None and [p.op for p in snap.pending] == ["irecv"]
-    assert rec.version > version
+    assert rec.version > version and snap.changed_at == NOW + 2
+    second.done = True
+    rec.poll(NOW + 3)
+    assert rec.snapshot() == P2PProgress({1: 2}, {1: 1}, (), NOW + 3)

@@ -121,7 +121,7 @@ class Agent:
             warn("torch.distributed has no init_process_group", exc)
             return
         try:
-            p2p.wrap(module, self.p2p, warn)
+            p2p.wrap(module, self.p2p)
         except Exception as exc:
             warn("point-to-point ops are not recorded", exc)
 
@@ -213,7 +213,7 @@ class Tracker(threading.Thread):
             if changed:
                 self._raw = raw
                 self._merge(flight.parse_status(raw), now)
-            self._recorder.poll()
+            self._recorder.poll(now)
             if self._recorder.version != self._p2p_version:
                 self._p2p_version, changed = self._recorder.version, True
             want = self._undescribed(now, exiting)

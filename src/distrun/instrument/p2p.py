@@ -7,83 +7,76 @@ blocked in ``recv`` looks idle there); they only advance the group's op counter 
 collective reports. So the agent wraps ``isend`` and ``irecv`` of
 ``torch.distributed.distributed_c10d``: ``send``, ``recv`` and ``batch_isend_irecv`` call them
 through the module, so every p2p op passes there once. The wrapper counts the op per peer and
-direction and keeps its ``Work``; the progress thread asks each pending ``Work`` whether it
-completed (``Work.is_completed()``, no wait). Cost per op: a few microseconds of Python.
+direction and keeps the last op's ``Work`` per peer, group and tag; once a tick the progress
+thread asks each of those whether it completed (``Work.is_completed()``, no wait). Ops on one
+channel complete in order, so the last op pending names the channel that is stuck.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from distrun.model.progress import P2POp, P2PProgress
 
-MAX_PENDING = 256  # ops tracked at once; older ones are let go (never kept alive by us)
 SHOWN = 8  # pending ops written to the progress file
 CALLERS = ("send", "recv", "batch_isend_irecv")  # torch's callers of isend/irecv
+CACHE_MAX = 1024  # distinct (peer, group, tag) argument forms remembered
 
-
-@dataclass
-class _Pending:
-    op: P2POp
-    work: Any
+Where = tuple[int, str, int]  # peer (global rank, -1: any source), group name, tag
+# the last op per (send, where): its number, what was called, shape, dtype, work, when
+Last = tuple[int, str, Any, Any, Any, float]
 
 
 class Recorder:
-    """What the wrappers saw (any thread) and what the progress thread reads (under a lock)."""
+    """What the wrappers count (on the script's path: a dict update and one tuple per op, no
+    growing memory: only the last op per peer, group and tag is kept) and what the progress
+    thread makes of it once a tick (which of those last ops are still pending)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._sent: dict[int, int] = {}
-        self._received: dict[int, int] = {}
-        self._pending: deque[_Pending] = deque()
+    def __init__(self) -> None:
+        self.counts: dict[tuple[bool, int], int] = {}
+        self.last: dict[tuple[bool, Where], Last] = {}
+        self._done: dict[tuple[bool, Where], int] = {}
+        self._pending: tuple[P2POp, ...] = ()
+        self._signature: tuple[int, tuple[P2POp, ...]] = (0, ())
         self.version = 0  # bumped on every change
         self.changed_at = 0.0
 
-    def entered(self, send: bool, op: str, peer: int, work: Any, info: tuple[str, int, Any]
-                ) -> None:
-        pg, tag, tensor = info
-        now = self._clock()
-        with self._lock:
-            counts = self._sent if send else self._received
-            n = counts[peer] = counts.get(peer, 0) + 1
-            if len(self._pending) >= MAX_PENDING:
-                self._pending.popleft()
-            self._pending.append(_Pending(P2POp(
-                op=op, send=send, peer=peer, n=n, pg=pg, tag=int(tag),
-                sizes=tuple(int(d) for d in tensor.shape),
-                dtype=str(tensor.dtype).removeprefix("torch."), since=now), work))
+    def poll(self, now: float) -> None:
+        """The ops still pending (their work not completed, nor failed); a change bumps
+        :attr:`version`."""
+        total = sum(self.counts.values())
+        pending = []
+        for key, (n, op, shape, dtype, work, since) in list(self.last.items()):
+            if self._done.get(key) == n:
+                continue
+            if _completed(work):
+                self._done[key] = n
+                continue
+            (send, (peer, pg, tag)) = key
+            pending.append(P2POp(
+                op=op, send=send, peer=peer, n=n, pg=pg, tag=tag,
+                sizes=tuple(int(d) for d in shape), dtype=str(dtype).removeprefix("torch."),
+                since=since))
+        pending.sort(key=lambda o: o.since)
+        signature = (total, tuple(pending))
+        if signature != self._signature:
+            self._signature, self._pending = signature, signature[1]
             self.version += 1
             self.changed_at = now
 
-    def poll(self) -> None:
-        """Let go of every pending op whose work completed (or failed)."""
-        with self._lock:
-            pending = list(self._pending)
-        done = [p for p in pending if _completed(p.work)]
-        if not done:
-            return
-        with self._lock:
-            gone = {id(p) for p in done}
-            self._pending = deque(p for p in self._pending if id(p) not in gone)
-            self.version += 1
-            self.changed_at = self._clock()
-
     def snapshot(self) -> P2PProgress | None:
-        with self._lock:
-            if not self._sent and not self._received:
-                return None
-            return P2PProgress(sent=dict(self._sent), received=dict(self._received),
-                               pending=tuple(p.op for p in list(self._pending)[:SHOWN]),
-                               changed_at=self.changed_at)
+        counts = dict(self.counts)
+        if not counts:
+            return None
+        return P2PProgress(sent={p: c for (s, p), c in counts.items() if s},
+                           received={p: c for (s, p), c in counts.items() if not s},
+                           pending=self._pending[:SHOWN], changed_at=self.changed_at)
 
 
 def _completed(work: Any) -> bool:
@@ -93,8 +86,7 @@ def _completed(work: Any) -> bool:
         return True
 
 
-def wrap(module: ModuleType, recorder: Recorder, warn: Callable[[str, BaseException], None]
-         ) -> None:
+def wrap(module: ModuleType, recorder: Recorder) -> None:
     """Wrap ``isend`` and ``irecv`` in ``module`` (``torch.distributed.distributed_c10d``), and
     in ``torch.distributed`` where it already holds the originals."""
     outer = sys.modules.get("torch.distributed")
@@ -102,35 +94,56 @@ def wrap(module: ModuleType, recorder: Recorder, warn: Callable[[str, BaseExcept
         original = getattr(module, name, None)
         if original is None:
             continue
-        wrapped = _wrapper(original, send, module, recorder, warn)
+        # by name, not the module itself: a module reachable from its own function through a
+        # closure changed the order of teardown at exit (a forked child then hung in gloo)
+        where = functools.partial(_where, module.__name__, send)
+        wrapped = _wrapper(original, send, recorder, where)
         setattr(module, name, wrapped)
         if outer is not None and getattr(outer, name, None) is original:
             setattr(outer, name, wrapped)
 
 
-def _wrapper(original: Callable[..., Any], send: bool, c10d: ModuleType, recorder: Recorder,
-             warn: Callable[[str, BaseException], None]) -> Callable[..., Any]:
-    key = "dst" if send else "src"
+def _wrapper(original: Callable[..., Any], send: bool, recorder: Recorder,
+             where: Callable[[tuple[Any, ...], dict[str, Any]], Where]) -> Callable[..., Any]:
+    mine = "isend" if send else "irecv"
+    getframe, clock = sys._getframe, time.time
+    counts, last = recorder.counts, recorder.last
+    cache: dict[Any, Where] = {}
 
     @functools.wraps(original)
     def p2p(tensor: Any, *args: Any, **kwargs: Any) -> Any:
         work = original(tensor, *args, **kwargs)
-        if work is not None:
-            try:
-                caller = sys._getframe(1).f_code.co_name
-                op = caller if caller in CALLERS else ("isend" if send else "irecv")
-                peer, info = _where(c10d, key, tensor, args, kwargs)
-                recorder.entered(send, op, peer, work, info)
-            except Exception as exc:  # never the script's problem
-                warn("a point-to-point op was not recorded", exc)
+        if work is None:
+            return work
+        key = (args, tuple(kwargs.items())) if kwargs else args
+        try:
+            at = cache[key]
+        except (KeyError, TypeError):
+            at = _resolve(where, args, kwargs)
+            if len(cache) < CACHE_MAX:
+                with contextlib.suppress(TypeError):
+                    cache[key] = at
+        n = counts[send, at[0]] = counts.get((send, at[0]), 0) + 1
+        caller = getframe(1).f_code.co_name
+        last[send, at] = (n, caller if caller in CALLERS else mine, tensor.shape, tensor.dtype,
+                          work, clock())
         return work
 
     return p2p
 
 
-def _where(c10d: ModuleType, key: str, tensor: Any, args: tuple[Any, ...],
-           kwargs: dict[str, Any]) -> tuple[int, tuple[str, int, Any]]:
+def _resolve(where: Callable[[tuple[Any, ...], dict[str, Any]], Where], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Where:
+    try:
+        return where(args, kwargs)
+    except Exception:  # never the script's problem: the op is counted for an unknown peer
+        return -1, "", 0
+
+
+def _where(module: str, send: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Where:
     """The peer as a global rank (-1: any source), the group's name, the tag."""
+    c10d = sys.modules[module]
+    key = "dst" if send else "src"
     peer = args[0] if args else kwargs.get(key)
     group = args[1] if len(args) > 1 else kwargs.get("group")
     tag = args[2] if len(args) > 2 else kwargs.get("tag", 0)
@@ -139,4 +152,4 @@ def _where(c10d: ModuleType, key: str, tensor: Any, args: tuple[Any, ...],
     if peer is None and group_peer is not None:
         peer = c10d.get_global_rank(group, group_peer)
     name = c10d._world.pg_names.get(group, "")
-    return (-1 if peer is None else int(peer)), (str(name), int(tag or 0), tensor)
+    return (-1 if peer is None else int(peer)), str(name), int(tag or 0)
