@@ -31,10 +31,11 @@ t_start = time.perf_counter()
 small, n = torch.ones(1), int(__import__("sys").argv[1])
 for _ in range(200):
     dist.all_reduce(small)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(n):
     dist.all_reduce(small)
 per_collective_us = (time.perf_counter() - t0) / n * 1e6
+cpu_collective_us = (time.process_time() - c0) / n * 1e6
 a, grad = torch.randn(384, 384), torch.randn(1 << 20)
 steps = int(__import__("sys").argv[2])
 t0 = time.perf_counter()
@@ -45,7 +46,7 @@ for _ in range(steps):
 per_step_ms = (time.perf_counter() - t0) / steps * 1e3
 rank, peer = dist.get_rank(), 1 - dist.get_rank()
 pings = n // 4 if rank < 2 else 0
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(pings):  # ranks 0 and 1 play ping-pong; the others wait at the barrier
     if rank == 0:
         dist.send(small, peer)
@@ -54,6 +55,7 @@ for _ in range(pings):  # ranks 0 and 1 play ping-pong; the others wait at the b
         dist.recv(small, peer)
         dist.send(small, peer)
 per_p2p_us = (time.perf_counter() - t0) / max(pings, 1) / 2 * 1e6
+cpu_p2p_us = (time.process_time() - c0) / max(pings, 1) / 2 * 1e6
 dist.barrier()
 agent = [t for t in threading.enumerate() if t.name == "distrun-progress"]
 agent_cpu_s = (time.clock_gettime(time.pthread_getcpuclockid(agent[0].ident))
@@ -61,6 +63,7 @@ agent_cpu_s = (time.clock_gettime(time.pthread_getcpuclockid(agent[0].ident))
 if rank == 0:
     print("BENCH " + json.dumps({
         "collective_us": per_collective_us, "step_ms": per_step_ms, "p2p_us": per_p2p_us,
+        "collective_cpu_us": cpu_collective_us, "p2p_cpu_us": cpu_p2p_us,
         "agent_cpu_ms_per_s": agent_cpu_s / (time.perf_counter() - t_start) * 1e3}),
           flush=True)
 dist.destroy_process_group()
@@ -110,7 +113,9 @@ def report(results: dict[bool, list[dict[str, float]]], ranks: int, repeats: int
     print(f"instrumentation overhead, {ranks} gloo ranks, median of {repeats} runs each "
           "(pairs: the range of the per-pair ratios)")
     for key, label, unit in (("collective_us", "tiny all_reduce", "us"),
+                             ("collective_cpu_us", "tiny all_reduce, CPU of rank 0's process", "us"),
                              ("p2p_us", "tiny send/recv (per op)", "us"),
+                             ("p2p_cpu_us", "tiny send/recv, CPU of rank 0's process", "us"),
                              ("step_ms", "training step (matmuls + 4 MB all_reduce)", "ms"),
                              ("launch_s", "launch wall time", "s"),
                              ("launch_cpu_s", "launch CPU time (launcher + ranks)", "s")):
