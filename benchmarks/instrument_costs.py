@@ -80,7 +80,7 @@ def main() -> None:
             rows = {
                 "status counters (every tick)": cpu_us(flight.status_raw, 200),
                 "tick, nothing changed": cpu_us(lambda: tracker.update(time.time()), 200),
-                "tick, counters changed (parse, write)": cpu_us(changed, 100),
+                "tick, counters moved (parse; write deferred)": cpu_us(changed, 100),
                 "progress file write": cpu_us(lambda: tracker._write(time.time(), False), 100),
                 "trace, pickle, no stacks (describe)": cpu_us(
                     lambda: pickle.loads(fr._dump_fr_trace(True, False, False)), 10),
