@@ -4,9 +4,12 @@ recorder over stand-in ``Work`` objects (completion polled, never waited on)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+import pytest
 import torch
 
+from distrun.instrument import agent, flight
 from distrun.instrument.p2p import Recorder, _wrapper
 from distrun.model.progress import GroupProgress, P2POp, P2PProgress, RankProgress, parse
 from distrun.monitor.hang import Kind, RankHealth, cause_line, hang_verdict
@@ -113,3 +116,22 @@ def test_recorder_counts_per_peer_and_lets_completed_work_go() -> None:
     second.done = True
     rec.poll(NOW + 3)
     assert rec.snapshot() == P2PProgress({1: 2}, {1: 1}, (), NOW + 3)
+
+
+def test_gloo_numbers_lose_the_p2p_ops_and_the_op_is_looked_up_by_the_raw_number(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gloo's pg_status counts p2p ops too (checked with torch 2.13): a pipeline stage that
+    sent 3 times before its 2nd all_reduce reports 5; the verdict must see collective #2."""
+    monkeypatch.setattr(agent, "_static_identity", lambda: ("gloo", 3))
+    monkeypatch.setattr(agent, "_groups", lambda: {"0": ((0, 1, 2), "default_pg")})
+    rec = Recorder()
+    rec.groups["0"] = 3
+    tracker = agent.Tracker(agent.Writer(str(tmp_path), 0), 0, rec)
+    tracker._merge({"0": flight.Counters(enqueued=5, completed=4)}, NOW - 3)
+    group = tracker._groups["0"]
+    assert (group.enqueued, group.completed, group.in_flight) == (2, 1, True)
+    assert tracker._undescribed(NOW, exiting=False) == [("0", 5)]
+    monkeypatch.setattr(agent.flight, "describe", lambda want: {
+        ("0", 5): flight.Described("gloo:all_reduce", ((4,),), ("Float",), 1800.0, None)})
+    tracker._describe([("0", 5)], NOW)
+    assert tracker._groups["0"].op_at(2) == "gloo:all_reduce"

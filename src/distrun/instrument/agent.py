@@ -187,6 +187,7 @@ class Tracker(threading.Thread):
         self._dirty = False
         self._recorder = recorder or p2p.Recorder()
         self._p2p_version = -1
+        self._shift: dict[str, int] = {}  # p2p ops taken off gloo's numbers, per group
 
     def run(self) -> None:
         try:
@@ -230,18 +231,25 @@ class Tracker(threading.Thread):
         return self._dirty and not (changed and steady)
 
     def _merge(self, counters: Mapping[str, flight.Counters], now: float) -> None:
+        """gloo's numbers count the group's p2p ops too: those this rank issued so far are taken
+        off, so that ranks with different p2p traffic (pipeline stages) agree on collective
+        numbers. Exact for a rank waiting in a collective; a rank that did p2p ops after its
+        last collective shows a lower number (it is behind either way)."""
+        gloo = _static_identity()[0] == "gloo"
         for pg, count in counters.items():
             old = self._groups.get(pg)
-            if old is not None and (old.enqueued, old.completed) == (count.enqueued,
-                                                                     count.completed):
+            shift = self._shift.get(pg, 0)
+            if old is not None and (old.enqueued + shift, old.completed + shift) == (
+                    count.enqueued, count.completed):
                 continue
             if old is None:
                 ranks, desc = self._member(pg)
                 old = GroupProgress(pg=pg, desc=desc, ranks=ranks)
+            shift = self._shift[pg] = self._recorder.groups.get(pg, 0) if gloo else 0
             self._groups[pg] = GroupProgress(
-                pg=pg, desc=old.desc, ranks=old.ranks, enqueued=count.enqueued,
-                completed=count.completed, changed_at=now, op=old.op, op_seq=old.op_seq,
-                sizes=old.sizes, dtypes=old.dtypes, timeout_s=old.timeout_s)
+                pg=pg, desc=old.desc, ranks=old.ranks, enqueued=max(count.enqueued - shift, 0),
+                completed=max(count.completed - shift, 0), changed_at=now, op=old.op,
+                op_seq=old.op_seq, sizes=old.sizes, dtypes=old.dtypes, timeout_s=old.timeout_s)
 
     def _member(self, pg: str) -> tuple[tuple[int, ...], str]:
         if pg not in self._members:
@@ -254,18 +262,18 @@ class Tracker(threading.Thread):
         # leaving on an uncaught exception (Python sets sys.last_value before atexit): the
         # last collective too, which gloo counts as completed even when it failed
         failed = exiting and getattr(sys, "last_value", None) is not None
-        return [(pg, g.enqueued) for pg, g in self._groups.items()
+        return [(pg, g.enqueued + self._shift.get(pg, 0)) for pg, g in self._groups.items()
                 if (g.in_flight or failed) and g.enqueued > 0 and g.op_seq != g.enqueued
                 and (exiting or now - g.changed_at >= DESCRIBE_AFTER_S)]
 
     def _describe(self, want: list[tuple[str, int]], now: float) -> None:
         self._described_at = now
         found = flight.describe(want)
-        for pg, seq in want:
+        for pg, seq in want:  # the Flight Recorder's number; the group's own may be shifted
             g, d = self._groups[pg], found.get((pg, seq))
             self._groups[pg] = GroupProgress(
                 pg=pg, desc=g.desc, ranks=g.ranks, enqueued=g.enqueued, completed=g.completed,
-                changed_at=g.changed_at, op=d.op if d else "?", op_seq=seq,
+                changed_at=g.changed_at, op=d.op if d else "?", op_seq=g.enqueued,
                 sizes=d.sizes if d else (), dtypes=d.dtypes if d else (),
                 timeout_s=d.timeout_s if d else None)
 

@@ -40,6 +40,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.counts: dict[tuple[bool, int], int] = {}
+        self.groups: dict[str, int] = {}  # p2p ops per process group name
         self.last: dict[tuple[bool, Where], Last] = {}
         self._done: dict[tuple[bool, Where], int] = {}
         self._pending: tuple[P2POp, ...] = ()
@@ -107,7 +108,7 @@ def _wrapper(original: Callable[..., Any], send: bool, recorder: Recorder,
              where: Callable[[tuple[Any, ...], dict[str, Any]], Where]) -> Callable[..., Any]:
     mine = "isend" if send else "irecv"
     getframe, clock = sys._getframe, time.time
-    counts, last = recorder.counts, recorder.last
+    counts, last, groups = recorder.counts, recorder.last, recorder.groups
     cache: dict[Any, Where] = {}
 
     @functools.wraps(original)
@@ -124,6 +125,7 @@ def _wrapper(original: Callable[..., Any], send: bool, recorder: Recorder,
                 with contextlib.suppress(TypeError):
                     cache[key] = at
         n = counts[send, at[0]] = counts.get((send, at[0]), 0) + 1
+        groups[at[1]] = groups.get(at[1], 0) + 1
         caller = getframe(1).f_code.co_name
         last[send, at] = (n, caller if caller in CALLERS else mine, tensor.shape, tensor.dtype,
                           work, clock())
