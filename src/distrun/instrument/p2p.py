@@ -88,9 +88,13 @@ def _completed(work: Any) -> bool:
 
 
 def wrap(module: ModuleType, recorder: Recorder) -> None:
-    """Wrap ``isend`` and ``irecv`` in ``module`` (``torch.distributed.distributed_c10d``), and
-    in ``torch.distributed`` where it already holds the originals."""
+    """Wrap ``isend`` and ``irecv`` in ``module`` (``torch.distributed.distributed_c10d``) as it
+    is imported, before ``torch.distributed`` copies them. Once they were copied (torch was
+    imported before the agent started), other modules may hold the originals, which
+    ``P2POp``'s check against the module's names would then refuse: nothing is wrapped."""
     outer = sys.modules.get("torch.distributed")
+    if outer is not None and hasattr(outer, "isend"):
+        return
     for name, send in (("isend", True), ("irecv", False)):
         original = getattr(module, name, None)
         if original is None:
@@ -100,8 +104,6 @@ def wrap(module: ModuleType, recorder: Recorder) -> None:
         where = functools.partial(_where, module.__name__, send)
         wrapped = _wrapper(original, send, recorder, where)
         setattr(module, name, wrapped)
-        if outer is not None and getattr(outer, name, None) is original:
-            setattr(outer, name, wrapped)
 
 
 def _wrapper(original: Callable[..., Any], send: bool, recorder: Recorder,
