@@ -63,6 +63,25 @@ def test_kind_1_rank_2_of_4_sleeps_before_an_all_reduce(tmp_path: Path, marker: 
     assert time.monotonic() - started < 200
 
 
+@pytest.mark.timeout(180)
+def test_p2p_rank_0_waits_in_recv_while_rank_1_sleeps_before_its_send(
+        tmp_path: Path, marker: str) -> None:
+    done = launch(tmp_path, marker, 2, "p2p_sleeper.py", "15")
+    assert done.returncode == 0, done.stderr[-3000:]  # waiting succeeded: nothing thrown away
+    line = hang_line(done.stderr)
+    assert line.startswith("distrun: HANG (kind 1, idle): rank 0 waits in recv from rank 1 "
+                           "(p2p #2, [5] float32, process group 0, tag 0) for "), line
+    assert ("rank 1 has not entered the matching send: rank 1 is idle (0% CPU; it entered 1 "
+            "send(s) to rank 0)") in line
+    assert "main (p2p_sleeper.py:24)" in done.stderr  # rank 1's own line: time.sleep
+    assert "distrun: hang resolved: rank 1 caught up and p2p #2 (recv from rank 1" in done.stderr
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["kind"] == "idle" and hang["culprits"] == [1] and hang["waiting"] == [0]
+    assert hang["collective"] == {"pg": "0", "seq": 2, "op": "recv", "sizes": [[5]],
+                                  "p2p": True, "send": False, "peer": 1}
+    assert 10 <= hang["waited_s"] <= 15  # named within 15 s of the hang
+
+
 @pytest.mark.timeout(420)
 def test_kind_2_rank_0_busy_90_s_before_a_barrier_finishes_with_exit_0(
         tmp_path: Path, marker: str) -> None:

@@ -1,6 +1,8 @@
 """The per-rank agent: faulthandler on SIGUSR1 at start; when ``init_process_group`` returns,
-a daemon thread that reads torch's Flight Recorder once a second and, when something changed,
-rewrites ``<run>/progress/rank-<R>.json`` atomically (docs/instrument.md); and
+a daemon thread that reads torch's Flight Recorder (and the point-to-point ops of
+:mod:`distrun.instrument.p2p`) once a second and rewrites ``<run>/progress/rank-<R>.json``
+atomically: at once when progress stops or an op gets described, at most every
+``STEADY_WRITE_S`` while it goes on (docs/instrument.md, "Cost"); and
 ``destroy_process_group`` lets gloo's worker threads finish before the groups can be freed
 (:func:`settle`).
 
@@ -29,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, oomrecord, progress_path
+from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, oomrecord, p2p, progress_path
 from distrun.model.progress import GroupProgress, RankProgress
 from distrun.model.rundir import spared
 
@@ -37,6 +39,10 @@ C10D = "torch.distributed.distributed_c10d"
 TICK_S = 1.0
 DESCRIBE_AFTER_S = 2.0  # a collective in flight this long gets its op and sizes looked up
 DESCRIBE_EVERY_S = 5.0  # at most one full Flight Recorder read per this many seconds
+# While counters move every tick, the file is rewritten at most this often; the first tick
+# without a change writes at once, so a stall shows within 2 ticks. Kept well below
+# distrun.monitor.hang.HANG_AFTER_S: a resumed rank is never seen stuck that long.
+STEADY_WRITE_S = 5.0
 CPU_BACKENDS = ("gloo", "mpi")
 SETTLE_S = 0.2  # gloo's worker gets the GIL back this long before a destroyed group is freed
 
@@ -110,6 +116,7 @@ class Agent:
     def __init__(self, run_dir: str, rank: int) -> None:
         self.run_dir, self.rank = run_dir, rank
         self.tracker: Tracker | None = None
+        self.p2p = p2p.Recorder()
 
     def hook(self, module: ModuleType) -> None:
         try:
@@ -118,6 +125,10 @@ class Agent:
         except AttributeError as exc:
             warn("torch.distributed has no init/destroy_process_group", exc)
             return
+        try:
+            p2p.wrap(module, self.p2p)
+        except Exception as exc:
+            warn("point-to-point ops are not recorded", exc)
 
         @functools.wraps(original)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
@@ -140,7 +151,7 @@ class Agent:
         if self.tracker is not None:
             return
         try:
-            self.tracker = Tracker(Writer(self.run_dir, self.rank), self.rank)
+            self.tracker = Tracker(Writer(self.run_dir, self.rank), self.rank, self.p2p)
             self.tracker.start()
             atexit.register(self.tracker.finish)
         except Exception as exc:
@@ -171,9 +182,10 @@ class Writer:
 
 
 class Tracker(threading.Thread):
-    """Once a second: the Flight Recorder's counters; a file write only when they changed."""
+    """Once a second: the Flight Recorder's counters and the p2p ops; a file write when they
+    stopped changing, when an op was described, or every ``STEADY_WRITE_S`` while they move."""
 
-    def __init__(self, writer: Writer, rank: int) -> None:
+    def __init__(self, writer: Writer, rank: int, recorder: p2p.Recorder | None = None) -> None:
         super().__init__(name="distrun-progress", daemon=True)
         self.writer, self.rank = writer, rank
         self.joined_at = time.time()
@@ -185,7 +197,11 @@ class Tracker(threading.Thread):
         self._described_at = 0.0
         self._base = RankProgress(rank=rank, pid=os.getpid(), host=socket.gethostname(),
                                   joined_at=self.joined_at)
-        self._written = False
+        self._written_at: float | None = None
+        self._dirty = False
+        self._recorder = recorder or p2p.Recorder()
+        self._p2p_version = -1
+        self._shift: dict[str, int] = {}  # p2p ops taken off gloo's numbers, per group
 
     def run(self) -> None:
         try:
@@ -212,26 +228,42 @@ class Tracker(threading.Thread):
             if changed:
                 self._raw = raw
                 self._merge(flight.parse_status(raw), now)
+            self._recorder.poll(now)
+            if self._recorder.version != self._p2p_version:
+                self._p2p_version, changed = self._recorder.version, True
             want = self._undescribed(now, exiting)
             if want:
                 self._describe(want, now)
-                changed = True
-            if changed or exiting or not self._written:
+            self._dirty = self._dirty or changed
+            if self._due(now, changed, bool(want) or exiting):
                 self._write(now, exiting)
 
+    def _due(self, now: float, changed: bool, urgent: bool) -> bool:
+        if urgent or self._written_at is None:
+            return True
+        steady = now - self._written_at < STEADY_WRITE_S
+        return self._dirty and not (changed and steady)
+
     def _merge(self, counters: Mapping[str, flight.Counters], now: float) -> None:
+        """gloo's numbers count the group's p2p ops too: those this rank issued so far are taken
+        off, so that ranks with different p2p traffic (pipeline stages) agree on collective
+        numbers. Exact for a rank waiting in a collective; a rank that did p2p ops after its
+        last collective shows a lower number (it is behind either way)."""
+        gloo = _static_identity()[0] == "gloo"
         for pg, count in counters.items():
             old = self._groups.get(pg)
-            if old is not None and (old.enqueued, old.completed) == (count.enqueued,
-                                                                     count.completed):
+            shift = self._shift.get(pg, 0)
+            if old is not None and (old.enqueued + shift, old.completed + shift) == (
+                    count.enqueued, count.completed):
                 continue
             if old is None:
                 ranks, desc = self._member(pg)
                 old = GroupProgress(pg=pg, desc=desc, ranks=ranks)
+            shift = self._shift[pg] = self._recorder.groups.get(pg, 0) if gloo else 0
             self._groups[pg] = GroupProgress(
-                pg=pg, desc=old.desc, ranks=old.ranks, enqueued=count.enqueued,
-                completed=count.completed, changed_at=now, op=old.op, op_seq=old.op_seq,
-                sizes=old.sizes, dtypes=old.dtypes, timeout_s=old.timeout_s)
+                pg=pg, desc=old.desc, ranks=old.ranks, enqueued=max(count.enqueued - shift, 0),
+                completed=max(count.completed - shift, 0), changed_at=now, op=old.op,
+                op_seq=old.op_seq, sizes=old.sizes, dtypes=old.dtypes, timeout_s=old.timeout_s)
 
     def _member(self, pg: str) -> tuple[tuple[int, ...], str]:
         if pg not in self._members:
@@ -244,18 +276,18 @@ class Tracker(threading.Thread):
         # leaving on an uncaught exception (Python sets sys.last_value before atexit): the
         # last collective too, which gloo counts as completed even when it failed
         failed = exiting and getattr(sys, "last_value", None) is not None
-        return [(pg, g.enqueued) for pg, g in self._groups.items()
+        return [(pg, g.enqueued + self._shift.get(pg, 0)) for pg, g in self._groups.items()
                 if (g.in_flight or failed) and g.enqueued > 0 and g.op_seq != g.enqueued
                 and (exiting or now - g.changed_at >= DESCRIBE_AFTER_S)]
 
     def _describe(self, want: list[tuple[str, int]], now: float) -> None:
         self._described_at = now
         found = flight.describe(want)
-        for pg, seq in want:
+        for pg, seq in want:  # the Flight Recorder's number; the group's own may be shifted
             g, d = self._groups[pg], found.get((pg, seq))
             self._groups[pg] = GroupProgress(
                 pg=pg, desc=g.desc, ranks=g.ranks, enqueued=g.enqueued, completed=g.completed,
-                changed_at=g.changed_at, op=d.op if d else "?", op_seq=seq,
+                changed_at=g.changed_at, op=d.op if d else "?", op_seq=g.enqueued,
                 sizes=d.sizes if d else (), dtypes=d.dtypes if d else (),
                 timeout_s=d.timeout_s if d else None)
 
@@ -265,13 +297,13 @@ class Tracker(threading.Thread):
         state = RankProgress(rank=b.rank, pid=b.pid, host=b.host, backend=backend,
                              world_size=world, device=device, joined_at=b.joined_at,
                              updated_at=now, exited_at=now if exiting else None,
-                             groups=dict(self._groups))
+                             groups=dict(self._groups), p2p=self._recorder.snapshot())
         try:
             self.writer.write(state.dumps())
         except OSError as exc:  # a full disk: this tick's progress is lost, the rank goes on
             spared(exc, f"progress/rank-{b.rank}.json")
             return
-        self._written = True
+        self._written_at, self._dirty = now, False
 
 
 def _gloo_groups() -> list[Any]:

@@ -10,6 +10,11 @@ Two reads, of very different cost (measured with torch 2.13, gloo, 2000 recorded
   for one collective's op, sizes and timeout; about 0.1 s for 2000 entries. Only for a
   collective that has been in flight for seconds, and rate-limited by the caller.
 
+gloo's ``pg_status`` counts every op of the group, point-to-point ones included (they make no
+entry): its numbers are entries' ``op_id``; a backend that counts collectives only gives
+``collective_seq_id``. The newest entry whose either number is the one wanted is the op (an
+older entry can share the other number, a newer one cannot).
+
 For gloo every entry's ``state`` stays ``scheduled`` (gloo records no start/end events); the
 completion shows as ``retired`` and in ``pg_status.last_completed_collective``.
 """
@@ -68,12 +73,15 @@ def describe(wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Describ
         return {}
     dump = pickle.loads(_c10d()._dump_fr_trace(True, False, False))
     found: dict[tuple[str, int], Described] = {}
-    for entry in reversed(dump.get("entries") or []):
-        key = (str((entry.get("process_group") or ["?"])[0]), int(entry.get("collective_seq_id", -1)))
-        if key in want and key not in found and not entry.get("is_p2p"):
-            found[key] = _described(entry)
-            if len(found) == len(want):
-                break
+    for entry in reversed(dump.get("entries") or []):  # newest first
+        if entry.get("is_p2p"):
+            continue
+        pg = str((entry.get("process_group") or ["?"])[0])
+        for seq in (int(entry.get("op_id", -1)), int(entry.get("collective_seq_id", -1))):
+            if (pg, seq) in want and (pg, seq) not in found:
+                found[pg, seq] = _described(entry)
+        if len(found) == len(want):
+            break
     return found
 
 

@@ -11,6 +11,10 @@ Kinds:
 3. ``mismatch``: every rank entered #N, but not the same op or shapes: it cannot complete;
 4. ``gone``: a rank the others wait for exited (or its node is gone).
 
+Point-to-point ops are judged per waiter: a rank stuck for ``hang_after_s`` in its ``n``-th
+``recv`` from (``send`` to) rank P, where P has entered fewer than ``n`` sends to (receives
+from) it, names P, idle or busy (or gone) as above.
+
 Waiting can succeed for kinds 1 and 2, so they are named and warned about; kinds 3 and 4 can
 never finish (:attr:`HangVerdict.must_stop`).
 """
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from distrun.model.progress import GroupProgress, RankProgress
+from distrun.model.progress import GroupProgress, P2POp, RankProgress
 
 HANG_AFTER_S = 10.0  # the others have waited this long in collective #N: name the culprit
 BUSY_CPU_PERCENT = 10.0  # a sleeping or blocked process shows ~0%; 2 busy ranks on a shared
@@ -73,20 +77,28 @@ class HangVerdict:
     edges: tuple[WaitEdge, ...]
     why: dict[int, str] = field(default_factory=dict)  # per culprit: what it does instead
     timeout_s: float | None = None
+    p2p: P2POp | None = None  # a point-to-point op, not a collective
 
     @property
     def must_stop(self) -> bool:
         return self.kind in (Kind.MISMATCH, Kind.GONE)
 
     @property
-    def key(self) -> tuple[Kind, tuple[int, ...], str, int]:
-        return self.kind, self.culprits, self.pg, self.seq
+    def key(self) -> tuple[Kind, tuple[int, ...], str, int, bool]:
+        return self.kind, self.culprits, self.pg, self.seq, self.p2p is not None
 
     def collective(self) -> str:
         sizes = f" {list(map(list, self.sizes))}" if self.sizes else ""
+        if self.p2p is not None:
+            sizes = f" {list(self.p2p.sizes)}"
+            return (f"p2p #{self.seq} ({self.op} {self.p2p.direction}{sizes} "
+                    f"{self.p2p.dtype}, process group {self.pg})")
         return f"collective #{self.seq} ({self.op or 'op unknown'}{sizes}, process group {self.pg})"
 
     def message(self) -> str:
+        if self.p2p is not None:
+            return self._p2p_message(self.p2p)
+
         who = _ranks(self.culprits)
         waiting = f"{_ranks(self.waiting)} {'waits' if len(self.waiting) == 1 else 'wait'}"
         if self.kind is Kind.MISMATCH:
@@ -98,11 +110,21 @@ class HangVerdict:
         parts += [f"rank {r} {w}" for r, w in sorted(self.why.items())]
         return "; ".join(parts)
 
+    def _p2p_message(self, op: P2POp) -> str:
+        sizes = f" {list(self.sizes[0])}" if self.sizes else ""
+        match = "recv" if op.send else "send"
+        return (f"{_ranks(self.waiting)} waits in {self.op} {op.direction} (p2p #{self.seq},"
+                f"{sizes} {op.dtype}, process group {self.pg}, tag {op.tag}) for "
+                f"{self.waited_s:.0f} s; {_ranks(self.culprits)} has not entered the matching "
+                f"{match}: " + "; ".join(f"rank {r} {w}" for r, w in sorted(self.why.items())))
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind.label, "kind_number": int(self.kind),
                 "culprits": list(self.culprits), "waiting": list(self.waiting),
                 "collective": {"pg": self.pg, "seq": self.seq, "op": self.op,
-                               "sizes": [list(s) for s in self.sizes]},
+                               "sizes": [list(s) for s in self.sizes],
+                               **({"p2p": True, "send": self.p2p.send, "peer": self.p2p.peer}
+                                  if self.p2p is not None else {})},
                 "waited_s": round(self.waited_s, 3), "timeout_s": self.timeout_s,
                 "must_stop": self.must_stop, "why": {str(r): w for r, w in self.why.items()},
                 "message": self.message(),
@@ -126,6 +148,7 @@ def hang_verdict(states: Mapping[int, RankProgress], health: Mapping[int, RankHe
         verdict = _group_verdict(pg, seen)
         if verdict is not None:
             found.append(verdict)
+    found += [v for r in sorted(states) if (v := _p2p_verdict(r, seen)) is not None]
     return max(found, key=lambda v: (v.must_stop, v.waited_s), default=None)
 
 
@@ -178,6 +201,46 @@ def _group_verdict(pg: str, seen: _Seen) -> HangVerdict | None:
         return _verdict(kind, laggards, waiters, at,
                         {r: _lag_why(kind, groups[r], cpu[r]) for r in laggards})
     return _mismatch(waiters, at)
+
+
+def _p2p_verdict(waiter: int, seen: _Seen) -> HangVerdict | None:
+    """The oldest p2p op ``waiter`` is stuck in whose peer has not entered the matching op."""
+    state = seen.states[waiter]
+    p2p = state.p2p
+    if p2p is None or not p2p.pending or not _alive(waiter, seen.states, seen.health):
+        return None
+    busy_since = max([p2p.changed_at, *(g.changed_at for g in state.groups.values())])
+    for op in p2p.pending:
+        peer = seen.states.get(op.peer)
+        if peer is None or op.peer == waiter:
+            continue  # any source, or a peer on another node: not judged from here
+        theirs = peer.p2p.entered(not op.send, waiter) if peer.p2p is not None else 0
+        if theirs >= op.n:
+            continue  # the peer entered the matching op
+        waited = seen.now - max(op.since, busy_since)
+        what = f"{theirs} {'recv' if op.send else 'send'}(s) {'from' if op.send else 'to'} " \
+               f"rank {waiter}"
+        if not _alive(op.peer, seen.states, seen.health):
+            kind, why = Kind.GONE, (f"exited after {what} (its process ended): waiting for it "
+                                    "can never succeed")
+        elif waited < seen.hang_after_s:
+            return None
+        else:
+            cpu = seen.health.get(op.peer, RankHealth()).cpu_percent
+            kind = Kind.BUSY if (cpu or 0.0) >= seen.busy else Kind.IDLE
+            why = _p2p_why(kind, cpu, what)
+        return HangVerdict(kind, (op.peer,), (waiter,), op.pg, op.n, op.op, (op.sizes,),
+                           waited, (WaitEdge(waiter, op.peer, op.pg, op.n, op.op),),
+                           {op.peer: why}, None, op)
+    return None
+
+
+def _p2p_why(kind: Kind, cpu: float | None, what: str) -> str:
+    use = f"{cpu:.0f}% CPU" if cpu is not None else "CPU use unknown"
+    if kind is Kind.BUSY:
+        return f"is busy elsewhere ({use}; it entered {what}): work only it does while " \
+               "the other waits"
+    return f"is idle ({use}; it entered {what}): hung, sleeping or blocked"
 
 
 def _failed_on(rank: int, gone: list[int], states: Mapping[int, RankProgress]) -> bool:
@@ -244,6 +307,9 @@ def cause_line(hang: Mapping[str, Any]) -> tuple[str, list[int]]:
     kind = str(hang.get("kind", "hang"))
     coll = hang.get("collective") or {}
     where = f"collective #{coll.get('seq', '?')} ({coll.get('op') or 'op unknown'})"
+    if coll.get("p2p"):
+        where = (f"p2p #{coll.get('seq', '?')} ({coll.get('op')} "
+                 f"{'to' if coll.get('send') else 'from'} rank {coll.get('peer', '?')})")
     who = ", ".join(map(str, culprits)) or "?"
     text = {"idle": f"rank {who} hung outside {where} while the others waited in it",
             "busy": f"rank {who} was busy outside {where} while the others waited in it",

@@ -275,9 +275,11 @@ def _plan(v: HangVerdict, config: HangConfig, why: str) -> str:
         limits.append(f"the backend's timeout ({v.timeout_s:g} s) would fire")
     if config.stall_timeout_s is not None:
         limits.append(f"after --stall-timeout {config.stall_timeout_s:g} s")
-    stop = " or ".join(limits) if limits else "never (no timeout known)"
+    if not limits:
+        return ("the job keeps running (waiting may still succeed; no timeout known); pass "
+                "--stall-timeout SECONDS to stop it")
     return (f"the job keeps running (waiting may still succeed); distrun stops it only "
-            f"when {stop}; pass --stall-timeout SECONDS to stop sooner")
+            f"when {' or '.join(limits)}; pass --stall-timeout SECONDS to stop sooner")
 
 
 def _ranks(ranks: Sequence[int]) -> str:
