@@ -38,7 +38,7 @@ def launch(example: str, run_dir: Path, marker: str) -> subprocess.CompletedProc
     return subprocess.run(
         [sys.executable, "-m", "distrun.cli.main", "launch", "--nproc-per-node", "2",
          "--stall-timeout", "300", "--run-dir", str(run_dir), str(EXAMPLES / f"{example}.py"),
-         marker], cwd=run_dir.parent, env=env, capture_output=True, text=True, timeout=540,
+         marker], cwd=run_dir.parent, env=env, capture_output=True, text=True, timeout=240,
         check=False)
 
 
@@ -52,7 +52,7 @@ def events(run_dir: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines]
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("example", list(CASES))
 def test_example_runs_under_distrun_launch(tmp_path: Path, marker: str, example: str) -> None:
     module, name, steps = CASES[example]
