@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import resource
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,16 +79,10 @@ def batch_facts(env: Mapping[str, str]) -> dict[str, Any]:
 
 def cpu_memory() -> dict[str, Any]:
     """The resident peak, and the most the resident set could have reached."""
-    rss, size = _kib("VmRSS") * 1024, _kib("VmSize") * 1024
-    available = _kib("MemAvailable", "/proc/meminfo") * 1024 or None
-    room, limit = available, "MemAvailable"
-    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY and (room is None or soft - size < room):
-        room, limit = max(0, soft - size), f"RLIMIT_AS {soft / 2**30:.2f} GiB of address space"
-    return {"device": "cpu", "device_name": "host memory", "peak_bytes": _kib("VmHWM") * 1024
+    capacity, limit = oom.cpu_capacity()
+    return {"device": "cpu", "device_name": "host memory", "peak_bytes": oom.proc_kib("VmHWM") * 1024
             or None, "peak_source": "VmHWM, the resident set's peak",
-            "capacity_bytes": None if room is None or not rss else rss + room,
-            "capacity_source": limit}
+            "capacity_bytes": capacity, "capacity_source": limit}
 
 
 def device_memory(named: int | None = None) -> dict[str, Any]:
@@ -121,14 +114,3 @@ def device_memory(named: int | None = None) -> dict[str, Any]:
 
 def _int(raw: str | None) -> int | None:
     return int(raw) if raw is not None and raw.isdigit() and int(raw) > 0 else None
-
-
-def _kib(field: str, path: str = "/proc/self/status") -> int:
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return 0

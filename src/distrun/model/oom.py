@@ -104,3 +104,31 @@ def noted_found() -> BatchNote | None:
 def noted_fit() -> FitNote | None:
     value = _NOTES.get("fit")
     return value if isinstance(value, FitNote) else None
+
+
+def proc_kib(field: str, path: str = "/proc/self/status") -> int:
+    """A ``Field:   N kB`` value of a /proc file in KiB (VmHWM, VmRSS, MemAvailable, ...); 0
+    when the file or the field is not there. The runtime's memory fit, the ``rank_oom`` record
+    and the launch preflight read the kernel's counters through this one function."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def cpu_capacity() -> tuple[int | None, str]:
+    """The most this process's resident set can reach, and what limits it: its RSS plus what
+    the kernel still gives it, the smaller of ``MemAvailable`` and the room left under
+    ``RLIMIT_AS`` (the batch finder's budget on CPU and the ``rank_oom`` record's capacity)."""
+    import resource
+
+    rss, size = proc_kib("VmRSS") * 1024, proc_kib("VmSize") * 1024
+    room, limit = proc_kib("MemAvailable", "/proc/meminfo") * 1024 or None, "MemAvailable"
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and (room is None or soft - size < room):
+        room, limit = max(0, soft - size), f"RLIMIT_AS {soft / 2**30:.2f} GiB of address space"
+    return (None if room is None or not rss else rss + room), limit

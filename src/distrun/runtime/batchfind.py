@@ -154,21 +154,12 @@ def current_usage(counter: memory.PeakCounter) -> int:
     """Bytes in use now, in the peak counter's units."""
     if counter.ns is not None:
         return int(counter.ns.memory_allocated())
-    return memory._status_kib("VmRSS") * 1024
+    return oom.proc_kib("VmRSS") * 1024
 
 
 def cpu_budget() -> int | None:
-    """Peak RSS this process may reach: its RSS plus what the kernel still gives it (the
-    smaller of MemAvailable and the room left under RLIMIT_AS)."""
-    import resource
-
-    rss = memory._status_kib("VmRSS") * 1024
-    size = memory._status_kib("VmSize") * 1024
-    room = memory._meminfo_kib("MemAvailable") * 1024 or None
-    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        room = min(room or soft, max(0, soft - size))
-    return None if room is None or not rss else rss + room
+    """Peak RSS this process may reach (:func:`distrun.model.oom.cpu_capacity`)."""
+    return oom.cpu_capacity()[0]
 
 
 def device_model(device: object) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distrun.model import oom
 from distrun.runtime import device as devmod
 
 StepFn = Callable[[Any], Any]
@@ -87,7 +88,7 @@ class PeakCounter:
         if self._sampler is not None:
             value, self._sampler = self._sampler.stop(), None
             return value
-        return _status_kib("VmHWM") * 1024
+        return oom.proc_kib("VmHWM") * 1024
 
 
 def measure_peak(counter: PeakCounter, step_fn: StepFn, make_batch: MakeBatch,
@@ -129,16 +130,7 @@ def free_memory(device_type: str) -> None:
 
 def _malloc_trim() -> None:
     """Give the C heap's free pages back to the kernel (glibc), so RSS counts live memory."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError):
-        return
+    _libc_call("malloc_trim", 0)
 
 
 def _fixed_mmap_threshold() -> None:
@@ -150,12 +142,19 @@ def _fixed_mmap_threshold() -> None:
     A fixed threshold makes RSS follow live tensors. It stays set for the rest of the process
     (glibc cannot go back to the moving threshold); the cost is an mmap per large CPU buffer.
     """
+    _libc_call("mallopt", _M_MMAP_THRESHOLD, 64 * 1024)
+
+
+def _libc_call(name: str, *args: int) -> None:
+    """Call glibc's ``name(*args)``; nothing where there is no glibc (musl, macOS)."""
     import ctypes
     import ctypes.util
 
-    name = ctypes.util.find_library("c")
+    lib = ctypes.util.find_library("c")
+    if not lib:
+        return
     try:
-        ctypes.CDLL(name).mallopt(_M_MMAP_THRESHOLD, 64 * 1024) if name else None
+        getattr(ctypes.CDLL(lib), name)(*args)
     except (OSError, AttributeError):
         return
 
@@ -170,21 +169,6 @@ def _clear_refs() -> bool:
     except OSError:
         return False
     return True
-
-
-def _meminfo_kib(field: str) -> int:
-    return _status_kib(field, "/proc/meminfo")
-
-
-def _status_kib(field: str, path: str = "/proc/self/status") -> int:
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 class _RssSampler:
@@ -210,7 +194,7 @@ def _rss_bytes() -> int:
     try:
         import resource
 
-        usage = _status_kib("VmRSS")
+        usage = oom.proc_kib("VmRSS")
         return usage * 1024 if usage else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     except ImportError:
         return 0
