@@ -182,9 +182,9 @@ def test_proof_waits_for_the_cpu_window_or_the_end(tmp_path: Path) -> None:
     assert isinstance(found, Finding) and (found.id, found.severity, found.message) == (
         "joined", "ok", "2/2 ranks joined, each its own process (CPU), 2/2 processes busy")
     assert detector(at(hang_tick(tmp_path, healthy, Probes()), NOW + 5)) == []  # said once
-    short = ProofDetector([0, 1])
-    short(hang_tick(tmp_path, healthy, Probes(), cpu=80.0))
-    short(at(hang_tick(tmp_path, healthy, Probes(), cpu=80.0), NOW + 1))
+    short = ProofDetector([0, 1])  # the work took 0.5 s; then 1.5 s idle in the exit path
+    short(hang_tick(tmp_path, healthy, Probes(), cpu=0.0))
+    short(at(hang_tick(tmp_path, healthy, Probes(), cpu=0.0), NOW + 1))
     [ended] = short(at(hang_tick(tmp_path, healthy, Probes(), final=True), NOW + 2))
     assert isinstance(ended, Finding) and ended.message == (
         "2/2 ranks joined, each its own process (the job ended before its activity could be "

@@ -68,8 +68,10 @@ def read_states(folder: Path) -> dict[int, RankProgress]:
 
 
 def proof(states: Mapping[int, RankProgress], expected: Sequence[int],
-          cpu: Mapping[int, float | None]) -> Finding:
-    """The positive proof after start: joined, each on its own device/process, busy."""
+          cpu: Mapping[int, float | None] | None) -> Finding:
+    """The positive proof after start: joined, each on its own device/process, busy.
+    ``cpu`` is None when the job ended before its activity could be sampled over the proof
+    window: then no rank is called idle (a rank in its exit path uses no CPU)."""
     joined = [r for r in expected if r in states and states[r].joined_at is not None]
     n = len(expected)
     count = f"{len(joined)}/{n} ranks joined"
@@ -84,11 +86,15 @@ def proof(states: Mapping[int, RankProgress], expected: Sequence[int],
         if not on_cpu and d and other != r:
             return _joined("error", f"{count}, but ranks {other} and {r} share {d} on "
                            f"{states[r].host}: each rank needs its own device")
+    own = ("each its own process (CPU)" if on_cpu
+           else f"each on its own device ({', '.join(devices[r] or '?' for r in joined)})")
+    if cpu is None:
+        own = own.replace(" (CPU)", "")
+        return _joined("ok", f"{count}, {own} (the job ended before its activity could be "
+                       "sampled)")
     busy = [r for r in joined if (cpu.get(r) or 0.0) >= BUSY_PERCENT]
     idle = [r for r in joined if r not in busy]
     unit = "processes" if on_cpu else "ranks' processes"
-    own = ("each its own process (CPU)" if on_cpu
-           else f"each on its own device ({', '.join(devices[r] or '?' for r in joined)})")
     text = f"{count}, {own}, {len(busy)}/{n} {unit} busy"
     if idle:
         return _joined("warning", text + f"; idle: rank(s) {', '.join(map(str, idle))}")
@@ -139,11 +145,10 @@ class ProofDetector:
 
     def _found(self, t: Tick, window: bool) -> Finding:
         states = t.progress
+        sampled = window or not t.final
         found = proof(states, self.expected,
-                      {r: self.cpu_sum[r] / self.cpu_n[r] for r in self.cpu_n})
-        if t.final and not window and found.severity == "ok":
-            found = _joined("ok", found.message.split(", each")[0] + ", each its own process "
-                            "(the job ended before its activity could be sampled)")
+                      {r: self.cpu_sum[r] / self.cpu_n[r] for r in self.cpu_n}
+                      if sampled else None)
         if not states and not t.final:
             found = _joined("info", f"no rank created a process group within "
                             f"{self.config.join_timeout_s:g} s (the script does not use "
