@@ -82,6 +82,34 @@ def test_p2p_rank_0_waits_in_recv_while_rank_1_sleeps_before_its_send(
     assert 10 <= hang["waited_s"] <= 15  # named within 15 s of the hang
 
 
+@pytest.mark.timeout(180)
+def test_every_rank_idle_outside_any_collective_is_named_and_stopped_by_stall_timeout(
+        tmp_path: Path, marker: str) -> None:
+    lock = tmp_path / "torch_extensions" / "fused_adam" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")  # left behind by a JIT build that was killed
+    started = time.monotonic()
+    done = launch(tmp_path, marker, 2, "stale_lock.py", str(lock),
+                  flags=("--stall-timeout", "8"))
+    assert done.returncode == 124, done.stderr[-3000:]
+    line = hang_line(done.stderr)
+    assert line.startswith("distrun: HANG (kind 1, idle): no rank has made progress for "), line
+    assert ("ranks 0, 1 are idle outside any collective" in line
+            and "since collective #1 of process group 0 completed" in line), line
+    assert "wait (torch/utils/file_baton.py" in done.stderr  # each rank's stack, by py-spy
+    hints = [ln for ln in done.stderr.splitlines() if "JIT-built C++/CUDA extension" in ln]
+    assert [h.split(" waits")[0] for h in hints] == ["distrun: rank 0", "distrun: rank 1"]
+    assert "delete the 'lock' file" in hints[0]
+    assert "distrun: stopping the job: no progress for" in done.stderr
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["kind"] == "idle" and hang["culprits"] == [0, 1] and hang["waiting"] == []
+    assert cause_line(hang)[0].startswith("rank 0, 1 sat idle outside any collective")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "stalled"
+    assert lock.exists()  # distrun names the lock; removing it is the user's call
+    assert time.monotonic() - started < 90
+
+
 @pytest.mark.timeout(420)
 def test_kind_2_rank_0_busy_90_s_before_a_barrier_finishes_with_exit_0(
         tmp_path: Path, marker: str) -> None:

@@ -95,6 +95,9 @@ class HangVerdict:
                     f"{self.p2p.dtype}, process group {self.pg})")
         return f"collective #{self.seq} ({self.op or 'op unknown'}{sizes}, process group {self.pg})"
 
+    def resolved(self) -> str:
+        return f"{_ranks(self.culprits)} caught up and {self.collective()} went on"
+
     def message(self) -> str:
         if self.p2p is not None:
             return self._p2p_message(self.p2p)
@@ -311,6 +314,9 @@ def cause_line(hang: Mapping[str, Any]) -> tuple[str, list[int]]:
         where = (f"p2p #{coll.get('seq', '?')} ({coll.get('op')} "
                  f"{'to' if coll.get('send') else 'from'} rank {coll.get('peer', '?')})")
     who = ", ".join(map(str, culprits)) or "?"
+    if coll.get("quiet"):
+        return (f"rank {who} sat idle outside any collective, with no progress since "
+                f"{coll.get('since', '?')}"), culprits
     text = {"idle": f"rank {who} hung outside {where} while the others waited in it",
             "busy": f"rank {who} was busy outside {where} while the others waited in it",
             "mismatch": f"collective mismatch at {where}: rank {who} issued a different op "

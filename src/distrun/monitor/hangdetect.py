@@ -30,6 +30,7 @@ from distrun.model.progress import RankProgress, parse
 from distrun.monitor import verify
 from distrun.monitor.detectors import Detector, Notice, Result, Tick, Verdict
 from distrun.monitor.hang import HANG_AFTER_S, HangVerdict, Kind, RankHealth, hang_verdict
+from distrun.monitor.quiet import QUIET_AFTER_S, QuietVerdict, quiet_verdict
 from distrun.monitor.state import RankState
 
 PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
@@ -50,6 +51,13 @@ class HangConfig:
     stall_timeout_s: float | None = None  # given by the user: stop after this long stuck
     action: str = "stop"  # "warn": never stop the job
     join_timeout_s: float = 60.0
+    quiet_after_s: float = QUIET_AFTER_S  # every rank idle, nothing progressed: name it
+
+    @property
+    def quiet_s(self) -> float:
+        """A quiet job is named after this long; sooner when --stall-timeout is shorter."""
+        timeout = self.stall_timeout_s
+        return min(self.quiet_after_s, timeout) if timeout is not None else self.quiet_after_s
 
 
 def read_states(folder: Path) -> dict[int, RankProgress]:
@@ -165,7 +173,7 @@ class HangDetector:
     config: HangConfig = field(default_factory=HangConfig)
     sees_final: bool = True
     said: set[tuple[Any, ...]] = field(default_factory=set)
-    current: HangVerdict | None = None
+    current: HangVerdict | QuietVerdict | None = None
     stopped: bool = False
     recent: dict[int, deque[float]] = field(default_factory=dict)
     gone_since: dict[tuple[Any, ...], float] = field(default_factory=dict)  # key -> first seen
@@ -174,8 +182,12 @@ class HangDetector:
         health = self._health(t)
         if self.stopped:
             return []
-        verdict = hang_verdict(t.progress, health, t.now, self.expected,
-                               hang_after_s=self.config.hang_after_s)
+        verdict: HangVerdict | QuietVerdict | None = hang_verdict(
+            t.progress, health, t.now, self.expected, hang_after_s=self.config.hang_after_s)
+        if verdict is None and not t.final:
+            beats = {r: s.beat_time for r, s in t.state.ranks.items()}
+            verdict = quiet_verdict(t.progress, health, beats, t.now, self.expected,
+                                    after_s=self.config.quiet_s)
         out = self._resolved(verdict, t.final)
         self.current = verdict
         if verdict is not None:
@@ -195,20 +207,20 @@ class HangDetector:
             out[rank] = RankHealth(sample.alive if sample is not None else True, mean)
         return out
 
-    def _resolved(self, verdict: HangVerdict | None, final: bool) -> list[Result]:
+    def _resolved(self, verdict: HangVerdict | QuietVerdict | None,
+                  final: bool) -> list[Result]:
         old = self.current
         if (old is None or old.key not in self.said or final
                 or (verdict is not None and verdict.key == old.key)):
             return []
-        return [Notice(
-            (f"distrun: hang resolved: {_ranks(old.culprits)} caught up and "
-             f"{old.collective()} went on",),
-            (("hang_resolved", {"culprits": list(old.culprits), "pg": old.pg,
-                                "seq": old.seq}),))]
+        where = ({"pg": old.pg, "seq": old.seq} if isinstance(old, HangVerdict)
+                 else {"quiet": True})
+        return [Notice((f"distrun: hang resolved: {old.resolved()}",),
+                       (("hang_resolved", {"culprits": list(old.culprits), **where}),))]
 
-    def _act(self, t: Tick, verdict: HangVerdict) -> list[Result]:
-        if verdict.kind is Kind.GONE and not verdict.op and not t.final and (
-                verdict.waited_s < GONE_DESCRIBE_WAIT_S):
+    def _act(self, t: Tick, verdict: HangVerdict | QuietVerdict) -> list[Result]:
+        if isinstance(verdict, HangVerdict) and verdict.kind is Kind.GONE and not verdict.op \
+                and not t.final and verdict.waited_s < GONE_DESCRIBE_WAIT_S:
             return []  # the waiters' op lands in a few seconds (or at their exit): name it then
         gone_for = (t.now - self.gone_since.setdefault(verdict.key, t.now)
                     if verdict.kind is Kind.GONE else None)
@@ -227,7 +239,7 @@ class HangDetector:
         return out
 
 
-def should_stop(v: HangVerdict, config: HangConfig,
+def should_stop(v: HangVerdict | QuietVerdict, config: HangConfig,
                 gone_for_s: float | None = None) -> tuple[bool, str]:
     """Whether to stop the job for this hang, and why. ``gone_for_s``: how long the detector
     has seen this rank gone (the waiters may have waited longer than that)."""
@@ -246,7 +258,7 @@ def should_stop(v: HangVerdict, config: HangConfig,
     return config.action == "stop", why
 
 
-def announce(t: Tick, v: HangVerdict, config: HangConfig, why: str) -> Notice:
+def announce(t: Tick, v: HangVerdict | QuietVerdict, config: HangConfig, why: str) -> Notice:
     """The HANG line, each culprit's stack, what distrun does; the ``hang`` event and
     ``hang.json`` (the waiting graph, the stacks, the progress files)."""
     states = t.progress
@@ -256,8 +268,11 @@ def announce(t: Tick, v: HangVerdict, config: HangConfig, why: str) -> Notice:
     lines = [f"distrun: HANG (kind {int(v.kind)}, {v.kind.label}): {v.message()}"]
     for rank, stack in sorted(stacks.items()):
         lines.append(f"distrun: stack of rank {rank} ({stack.method}):")
-        lines += [f"    {line}" for line in stack.text.splitlines()[:24]]
-    lines.append("distrun: " + _plan(v, config, why))
+        lines += [f"    {line}" for line in stack.shown().splitlines()[:24]]
+        if stack.hint():
+            lines.append(f"distrun: rank {rank} {stack.hint()}")
+    plan = _plan(v, config, why)
+    lines += [f"distrun: {plan}"] if plan else []
     record = {**v.to_json(), "time": t.now,
               "stacks": {str(r): {"method": s.method, "text": s.text[-8000:]}
                          for r, s in stacks.items()},
@@ -268,13 +283,14 @@ def announce(t: Tick, v: HangVerdict, config: HangConfig, why: str) -> Notice:
     return Notice(tuple(lines), (("hang", event),), (("hang.json", record),))
 
 
-def _plan(v: HangVerdict, config: HangConfig, why: str) -> str:
+def _plan(v: HangVerdict | QuietVerdict, config: HangConfig, why: str) -> str:
+    """What distrun does about it; "" when the stop follows (its own line says why)."""
     if not why and v.must_stop:
         return "found after the job ended"
     if config.action != "stop":
         return "--stall-action warn: the job keeps running"
-    if v.must_stop:
-        return f"{why}: stopping the job"
+    if why:
+        return ""
     limits = []
     if v.timeout_s:
         limits.append(f"the backend's timeout ({v.timeout_s:g} s) would fire")

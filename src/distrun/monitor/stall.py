@@ -26,6 +26,28 @@ from distrun.monitor.state import RankState
 COLLECTIVE = re.compile(r"torch[/\\]distributed[/\\]")
 FRAME = re.compile(r'^\s*(File ".*", line \d+ in .*|\S.*\(.*:\d+\))\s*$')
 DUMP_WAIT_S = 2.0
+THREAD = re.compile(r'^Thread (0x)?[0-9a-f]+ ')  # a thread's header, py-spy or faulthandler
+OURS = re.compile(r'^Thread \d+ \([^)]*\): "distrun-')
+# What a stuck rank's stack says about the wait, in py-spy's ("wait (torch/utils/x.py:48)")
+# and faulthandler's ('File ".../torch/utils/x.py", line 48 in wait') frame formats alike.
+HINTS = (
+    (re.compile(r"torch[/\\]utils[/\\]file_baton\.py"),
+     "waits for the lock of a JIT-built C++/CUDA extension (torch.utils.cpp_extension, as "
+     "DeepSpeed ops use): another build holds it, or a build that was killed left it behind; "
+     "if no build runs, delete the 'lock' file in that extension's folder under "
+     "$TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions)"),
+    (re.compile(r"filelock[/\\]_(api|unix|windows)\.py"),
+     "waits for a filelock (Hugging Face caches use them): another process holds the '.lock' "
+     "file, or a process that was killed left it on storage that keeps locks (NFS); remove "
+     "the stale .lock file or give each node its own cache (HF_HOME)"),
+    (re.compile(r"torch[/\\]utils[/\\]data[/\\]dataloader\.py"),
+     "waits for its DataLoader workers (their processes do the work: a slow first batch from "
+     "slow storage, or workers stuck; py-spy dump --pid on a worker shows where)"),
+    (re.compile(r"(^|[/\\ (])(pdb|bdb)\.py"),
+     "stopped in the Python debugger (breakpoint() or pdb.set_trace()): a rank under a "
+     "launcher has no terminal to take the command; remove the breakpoint or debug one rank "
+     "outside the launcher"),
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +58,20 @@ class Stack:
     @property
     def in_collective(self) -> bool:
         return bool(COLLECTIVE.search(self.text))
+
+    def shown(self) -> str:
+        """The stack without distrun's own threads (py-spy names them ``distrun-...``)."""
+        out, ours = [], False
+        for line in self.text.splitlines():
+            if OURS.match(line) or THREAD.match(line):
+                ours = bool(OURS.match(line))
+            if not ours:
+                out.append(line)
+        return "\n".join(out).rstrip()
+
+    def hint(self) -> str:
+        """What the stack says the rank waits for, when it is a known trap ("" otherwise)."""
+        return next((text for pattern, text in HINTS if pattern.search(self.text)), "")
 
     def top(self) -> str:
         """The innermost frame of the first thread listed (faulthandler / py-spy)."""
