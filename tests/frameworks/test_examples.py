@@ -66,8 +66,8 @@ def test_example_runs_under_distrun_launch(tmp_path: Path, marker: str, example:
     if example == "deepspeed_example" and skipped:  # its CPU path needs what is not here
         assert "DeepSpeed cannot run on cpu here" in skipped.group(0)
         return
-    if example != "jax_example":  # torch jobs: joined, from the process group itself
-        assert "distrun: verify: ok: 2/2 ranks joined" in proc.stderr, proc.stderr[-3000:]
+    # torch jobs: joined, from the process group itself; JAX: from distrun.init()
+    assert "distrun: verify: ok: 2/2 ranks joined" in proc.stderr, proc.stderr[-3000:]
     found = re.search(LOSS.format(name=name), proc.stdout)
     assert found, out[-4000:]
     assert found.group(1).startswith("cpu")

@@ -234,3 +234,20 @@ def test_the_one_loop_names_the_hang_and_stops_through_its_actions(tmp_path: Pat
     assert actions.said[-1] == "distrun: stopping the job: waiting cannot succeed"
     assert actions.files["hang.json"]["culprits"] == [1]
     assert actions.stopped == [[4000, 4001]]
+
+
+def test_a_job_without_a_torch_process_group_is_proven_by_its_distrun_init_joins(
+        tmp_path: Path) -> None:
+    t = hang_tick(tmp_path, {}, Probes(), final=True)  # JAX: no progress file at all
+    assert ProofDetector([0, 1])(t) == []  # no join seen: nothing claimed
+    for rank in (0, 1):  # what distrun.init()'s rank_joined events give the run state
+        t.state.ranks[rank] = RankState(rank=rank, pid=300 + rank, host="h", device="cpu:0",
+                                        joined_at=NOW - 2)
+    [found] = ProofDetector([0, 1])(t)
+    assert isinstance(found, Finding) and (found.severity, found.message) == (
+        "ok", "2/2 ranks joined, each its own process (the job ended before its activity could "
+              "be sampled)")  # cpu:0 is each JAX process's own CPU, not a shared device
+    t.state.ranks.pop(1)
+    [late] = ProofDetector([0, 1])(t)
+    assert (late.severity, late.message) == (
+        "warning", "1/2 ranks joined; rank(s) 1 created no process group")

@@ -87,7 +87,7 @@ def proof(states: Mapping[int, RankProgress], expected: Sequence[int],
         missing = ", ".join(str(r) for r in expected if r not in joined)
         return _joined("warning", f"{count}; rank(s) {missing} created no process group")
     devices = {r: states[r].device for r in joined}
-    on_cpu = all(d in ("", "cpu") for d in devices.values())
+    on_cpu = all(d.split(":")[0] in ("", "cpu") for d in devices.values())  # JAX: cpu:0
     taken: dict[tuple[str, str], int] = {}
     for r, d in sorted(devices.items()):
         other = taken.setdefault((states[r].host, d), r)
@@ -113,9 +113,18 @@ def _joined(severity: Severity, message: str) -> Finding:
     return verify.finding("joined", severity, message)
 
 
-def _cpu(t: Tick, rank: int) -> float | None:
-    sample = t.procs.get(t.progress[rank].pid)
+def _cpu(t: Tick, state: RankProgress) -> float | None:
+    sample = t.procs.get(state.pid)
     return sample.cpu_percent if sample is not None else None
+
+
+def joined_by_init(ranks: Mapping[int, RankState]) -> dict[int, RankProgress]:
+    """The ranks that joined through ``distrun.init()`` (its ``rank_joined`` event), as
+    progress without collectives: the join of a job that makes no torch process group (JAX),
+    where the proof has no progress file to read."""
+    return {r: RankProgress(rank=r, pid=s.pid or 0, host=s.host or "", device=s.device or "",
+                            joined_at=s.joined_at)
+            for r, s in ranks.items() if s.joined_at is not None and s.pid}
 
 
 @dataclass
@@ -135,9 +144,9 @@ class ProofDetector:
         if self.proved:
             return []
         self.started_at = self.started_at or t.state.launched_at or t.now
-        states = t.progress
+        states = t.progress or joined_by_init(t.state.ranks)
         for rank in states if not t.final else ():
-            cpu = _cpu(t, rank)
+            cpu = _cpu(t, states[rank])
             if cpu is not None:
                 self.cpu_sum[rank] = self.cpu_sum.get(rank, 0.0) + cpu
                 self.cpu_n[rank] = self.cpu_n.get(rank, 0) + 1
@@ -152,7 +161,7 @@ class ProofDetector:
         return [self._found(t, window)]
 
     def _found(self, t: Tick, window: bool) -> Finding:
-        states = t.progress
+        states = t.progress or joined_by_init(t.state.ranks)
         sampled = window or not t.final
         found = proof(states, self.expected,
                       {r: self.cpu_sum[r] / self.cpu_n[r] for r in self.cpu_n}
