@@ -4,7 +4,7 @@ a daemon thread that reads torch's Flight Recorder (and the point-to-point ops o
 atomically: at once when progress stops or an op gets described, at most every
 ``STEADY_WRITE_S`` while it goes on (docs/instrument.md, "Cost"); and
 ``destroy_process_group`` lets gloo's worker threads finish before the groups can be freed
-(:func:`settle`).
+(:func:`distrun.model.teardown.settle`).
 
 Nothing here imports torch at interpreter start: an import hook waits for
 ``torch.distributed.distributed_c10d`` and wraps its ``init_process_group``. Every error of
@@ -34,6 +34,7 @@ from typing import Any
 from distrun.instrument import ENV_PID, PROGRESS_DIR, flight, oomrecord, p2p, progress_path
 from distrun.model.progress import GroupProgress, RankProgress
 from distrun.model.rundir import spared
+from distrun.model.teardown import settle
 
 C10D = "torch.distributed.distributed_c10d"
 TICK_S = 1.0
@@ -44,7 +45,6 @@ DESCRIBE_EVERY_S = 5.0  # at most one full Flight Recorder read per this many se
 # distrun.monitor.hang.HANG_AFTER_S: a resumed rank is never seen stuck that long.
 STEADY_WRITE_S = 5.0
 CPU_BACKENDS = ("gloo", "mpi")
-SETTLE_S = 0.2  # gloo's worker gets the GIL back this long before a destroyed group is freed
 
 _warned = False
 
@@ -315,23 +315,6 @@ def _gloo_groups() -> list[Any]:
     except Exception as exc:  # torch internals moved: no settling, the destroy goes on
         warn("process groups not found at destroy", exc)
         return []
-
-
-def settle(kept: list[Any]) -> None:
-    """Let gloo's worker threads finish before a destroyed group can be freed.
-
-    torch 2.13: a collective's caller returns when the gloo worker marks the work done; the
-    worker frees the work (and with it the last C++ reference to the caller's tensor, which
-    needs the GIL) a moment later. ``~ProcessGroupGloo`` joins that worker; torch's Python
-    handle of a group lets the GIL go first, but DDP's Reducer holds the group from C++ and
-    frees it with the GIL held. When the model goes in that moment (as ``main()`` returns right
-    after the last collective and the destroy), each waits for the other for ever: a finished
-    rank that never exits (issue 14, py-spy of the hung rank). The groups are kept here while
-    this thread sleeps, GIL released, so whoever frees them last finds the worker idle.
-    """
-    if kept:
-        time.sleep(SETTLE_S)
-        kept.clear()
 
 
 def _groups() -> dict[str, tuple[tuple[int, ...], str]]:

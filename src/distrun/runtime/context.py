@@ -18,7 +18,6 @@ import pickle
 import signal
 import socket
 import sys
-import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from distrun import cluster
 from distrun.cluster import slurm
 from distrun.cluster.base import RankFacts
 from distrun.model import oom
+from distrun.model.teardown import settle
 from distrun.runtime import batchsettings, checks, device, logs, memory
 from distrun.runtime.errors import InitError
 from distrun.runtime.heartbeat import Heartbeat
@@ -419,14 +419,6 @@ def shutdown() -> None:
     if dist.is_available() and dist.is_initialized():
         kept: list[object] = [dist.group.WORLD] if "gloo" in str(dist.get_backend()) else []
         dist.destroy_process_group()
-        _settle(kept)
+        settle(kept)  # the torch 2.13 gloo teardown deadlock (model/teardown.py)
 
 
-def _settle(kept: list[object]) -> None:
-    """Keep a destroyed gloo group alive for 0.2 s, GIL released, so that gloo's worker thread
-    has freed its last work before whoever holds the group last (DDP's Reducer) frees it with
-    the GIL held: torch 2.13 deadlocks there on a loaded machine (issue 14; the instrument agent
-    does the same for scripts that destroy their own groups, see instrument/agent.settle)."""
-    if kept:
-        time.sleep(0.2)
-        kept.clear()
