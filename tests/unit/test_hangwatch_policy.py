@@ -251,3 +251,24 @@ def test_a_job_without_a_torch_process_group_is_proven_by_its_distrun_init_joins
     [late] = ProofDetector([0, 1])(t)
     assert (late.severity, late.message) == (
         "warning", "1/2 ranks joined; rank(s) 1 created no process group")
+
+
+def test_a_setup_wait_is_not_idleness_but_a_rank_that_never_works_is_named(
+        tmp_path: Path) -> None:
+    healthy = {0: progress(0, 3, 3), 1: progress(1, 3, 3)}
+    detector = ProofDetector([0, 1])
+    for second in range(0, 12):  # both wait (a JIT build's lock, a compiler) for 12 s
+        assert detector(at(hang_tick(tmp_path, healthy, Probes(), cpu=0.0), NOW + second)) == []
+    stepped = {0: progress(0, 5, 5), 1: progress(1, 5, 5)}  # then collectives complete
+    [found] = detector(at(hang_tick(tmp_path, stepped, Probes(), cpu=0.0), NOW + 12))
+    assert (found.severity, found.message) == (
+        "ok", "2/2 ranks joined, each its own process (CPU), 2/2 processes busy")
+    lazy = ProofDetector([0, 1])
+    one = {0: progress(0, 3, 3), 1: progress(1, 3, 3)}
+    for second in range(0, 31):
+        one = {0: progress(0, 3 + second, 3 + second), 1: progress(1, 3, 3)}
+        said = lazy(at(hang_tick(tmp_path, one, Probes(), cpu=0.0), NOW + second))
+    [late] = said
+    assert (late.severity, late.message) == (
+        "warning", "2/2 ranks joined, each its own process (CPU), 1/2 processes busy; idle: "
+                   "rank(s) 1")

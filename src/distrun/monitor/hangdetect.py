@@ -40,7 +40,8 @@ GONE_DESCRIBE_WAIT_S = 5.0  # a rank gone: wait this long for the waiters' op an
 # failure within a second or two); distrun stops the job itself only when the rank left and
 # nothing else ends the wait: a rank that exited 0 early.
 GONE_STOP_AFTER_S = 10.0
-PROOF_WINDOW_S = 3.0  # CPU use measured over this long after every rank joined
+PROOF_WINDOW_S = 3.0  # the proof comes this long after every rank joined, at the earliest
+PROOF_IDLE_S = 30.0  # a rank not seen working this long after the join is named idle
 CPU_TICKS = 5  # the verdict judges a culprit's CPU use over the last few ticks
 BUSY_PERCENT = 1.0
 
@@ -129,7 +130,13 @@ def joined_by_init(ranks: Mapping[int, RankState]) -> dict[int, RankProgress]:
 
 @dataclass
 class ProofDetector:
-    """Once: every rank joined its process group, each on its own device, busy."""
+    """Once: every rank joined its process group, each on its own device, working.
+
+    A rank works when it was seen using CPU or making progress (a collective, a p2p op, a
+    step) after every rank joined. The line comes as soon as every rank was seen working,
+    ``PROOF_WINDOW_S`` after the join at the earliest; a rank never seen working is named idle
+    only after ``PROOF_IDLE_S``: setup waits (a JIT build's lock, a compiler, the first batch)
+    are not idleness."""
 
     expected: list[int]
     config: HangConfig = field(default_factory=HangConfig)
@@ -137,40 +144,54 @@ class ProofDetector:
     started_at: float | None = None
     all_joined_at: float | None = None
     proved: bool = False
-    cpu_sum: dict[int, float] = field(default_factory=dict)
-    cpu_n: dict[int, int] = field(default_factory=dict)
+    at_join: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    working: set[int] = field(default_factory=set)
 
     def __call__(self, t: Tick) -> list[Result]:
         if self.proved:
             return []
         self.started_at = self.started_at or t.state.launched_at or t.now
         states = t.progress or joined_by_init(t.state.ranks)
-        for rank in states if not t.final else ():
-            cpu = _cpu(t, states[rank])
-            if cpu is not None:
-                self.cpu_sum[rank] = self.cpu_sum.get(rank, 0.0) + cpu
-                self.cpu_n[rank] = self.cpu_n.get(rank, 0) + 1
         joined = all(r in states and states[r].joined_at is not None for r in self.expected)
         if joined and self.all_joined_at is None:
-            self.all_joined_at, self.cpu_sum, self.cpu_n = t.now, {}, {}
-        waited = t.now - self.started_at > self.config.join_timeout_s
-        window = self.all_joined_at is not None and t.now - self.all_joined_at >= PROOF_WINDOW_S
-        if not (window or waited or (t.final and states)):
+            self.all_joined_at = t.now
+            self.at_join = {r: _moves(t, s) for r, s in states.items()}
+        elif self.all_joined_at is not None and not t.final:
+            self.working |= {r for r, s in states.items()
+                             if (_cpu(t, s) or 0.0) >= BUSY_PERCENT
+                             or _moves(t, s) != self.at_join.get(r)}
+        if self.all_joined_at is None:
+            waited = t.now - self.started_at > self.config.join_timeout_s
+            return self._say(t, None) if waited or (t.final and states) else []
+        since = t.now - self.all_joined_at
+        if since >= PROOF_WINDOW_S and self.working >= set(self.expected):
+            return self._say(t, self._busy())
+        if since >= PROOF_IDLE_S:
+            return self._say(t, self._busy())
+        if not t.final:
             return []
-        self.proved = True
-        return [self._found(t, window)]
+        return self._say(t, self._busy() if self.working >= set(self.expected) else None)
 
-    def _found(self, t: Tick, window: bool) -> Finding:
+    def _busy(self) -> dict[int, float | None]:
+        return {r: 100.0 if r in self.working else 0.0 for r in self.expected}
+
+    def _say(self, t: Tick, cpu: dict[int, float | None] | None) -> list[Result]:
+        self.proved = True
         states = t.progress or joined_by_init(t.state.ranks)
-        sampled = window or not t.final
-        found = proof(states, self.expected,
-                      {r: self.cpu_sum[r] / self.cpu_n[r] for r in self.cpu_n}
-                      if sampled else None)
         if not states and not t.final:
-            found = _joined("info", f"no rank created a process group within "
+            return [_joined("info", f"no rank created a process group within "
                             f"{self.config.join_timeout_s:g} s (the script does not use "
-                            "torch.distributed yet)")
-        return found
+                            "torch.distributed yet)")]
+        return [proof(states, self.expected, cpu)]
+
+
+def _moves(t: Tick, state: RankProgress) -> tuple[int, ...]:
+    """What grows while a rank works: collectives completed, p2p ops entered, its step."""
+    p2p = state.p2p
+    beat = t.state.ranks.get(state.rank)
+    return (sum(g.completed for g in state.groups.values()),
+            sum(p2p.sent.values()) + sum(p2p.received.values()) if p2p is not None else 0,
+            beat.step if beat is not None and beat.step is not None else -1)
 
 
 @dataclass
