@@ -17,6 +17,7 @@ def main() -> None:
     if rank == sleeper:
         time.sleep(seconds)
     dist.all_reduce(t)
+    time.sleep(3)  # still running when the watcher's next look sees the hang resolved
     print(f"rank {rank} done", flush=True)
     dist.destroy_process_group()
 
