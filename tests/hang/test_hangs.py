@@ -107,6 +107,9 @@ def test_every_rank_idle_outside_any_collective_is_named_and_stopped_by_stall_ti
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "stalled"
     assert lock.exists()  # distrun names the lock; removing it is the user's call
+    diagnosed = run_cli(["diagnose", str(tmp_path / "run")], tmp_path, timeout=60)
+    assert "Root cause: Stall or lost node recorded by distrun" in diagnosed.stdout
+    assert "ranks 0, 1: waits for the lock of a JIT-built" in diagnosed.stdout
     assert time.monotonic() - started < 90
 
 

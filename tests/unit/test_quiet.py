@@ -100,6 +100,25 @@ Thread 11104 (active+gil): "pt_elastic"
     run (elastic.py:1)'''
 
 
+def test_known_waits_reach_the_record_once_with_the_ranks_they_hold(tmp_path: Path) -> None:
+    class Spy(Probes):
+        def stacks(self, ranks):  # type: ignore[no-untyped-def]
+            return {r.rank: Stack(PY_SPY, "py-spy") for r in ranks}
+
+    states = {0: progress(0, 3, 3), 1: progress(1, 3, 3)}
+    [notice] = HangDetector([0, 1])(at(hang_tick(tmp_path, states, Spy()), NOW + 11))
+    [(name, event)] = notice.events
+    assert name == "hang"
+    assert event["hints"] == [
+        "ranks 0, 1: waits for the lock of a JIT-built C++/CUDA extension (torch.utils."
+        "cpp_extension, as DeepSpeed ops use): another build holds it, or a build that was "
+        "killed left it behind; if no build runs, delete the 'lock' file in that extension's "
+        "folder under $TORCH_EXTENSIONS_DIR (default ~/.cache/torch_extensions)"]
+    assert event["message"].endswith(event["hints"][0])
+    assert dict(notice.files)["hang.json"]["hints"] == event["hints"]
+    assert sum("JIT-built" in line for line in notice.lines) == 2  # per stack on the console
+
+
 def test_a_stack_shows_the_users_threads_and_names_known_waits() -> None:
     stack = Stack(PY_SPY, "py-spy")
     assert "distrun-progress" not in stack.shown() and "Event.wait" not in stack.shown()

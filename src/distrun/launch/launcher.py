@@ -20,7 +20,7 @@ from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import EXIT_STALLED, JobOutcome, JobStatus, RankFailure
-from distrun.model.rundir import RunDir, spared
+from distrun.model.rundir import RunDir, spared, utc_stamp
 
 if TYPE_CHECKING:
     from distrun.monitor.watcher import Verdict, Watcher
@@ -108,15 +108,25 @@ class _Spared(logging.StreamHandler[Any]):
         super().handleError(record)
 
 
+class _UtcFormatter(logging.Formatter):
+    """launcher.log's times on the run's one clock (UTC, microseconds; see ``utc_stamp``):
+    logging's default is local time to the millisecond, which ``diagnose`` cannot place
+    against events.jsonl and the rank logs (off by the time zone, or a stop's own SIGTERM
+    line stamped before the verdict that sent it)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return utc_stamp(record.created)
+
+
 def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
     """torchelastic's log: everything to logs/launcher.log, warnings also to the console."""
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     to_file = _Spared(run.append("logs/launcher.log"))
     to_console = logging.StreamHandler()
     to_console.setLevel(logging.WARNING)
     logger = logging.getLogger(ELASTIC_LOGGER)
-    for handler in (to_file, to_console):
-        handler.setFormatter(fmt)
+    for handler, formatter in ((to_file, _UtcFormatter(fmt)), (to_console, logging.Formatter(fmt))):
+        handler.setFormatter(formatter)
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False

@@ -52,7 +52,13 @@ class RunDirError(OSError):
 
 def utc_now() -> str:
     """The time stamp of events and log lines: ``2025-01-01T00:00:00.000000Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_stamp(datetime.now(timezone.utc).timestamp())
+
+
+def utc_stamp(epoch: float) -> str:
+    """``epoch`` as events and log lines write it (UTC, microseconds): one clock for every file
+    of a run, so that ``diagnose`` orders lines from different files right in any time zone."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _refuse_link(path: Path, exc: OSError) -> RunDirError:

@@ -31,6 +31,7 @@ from distrun.monitor import verify
 from distrun.monitor.detectors import Detector, Notice, Result, Tick, Verdict
 from distrun.monitor.hang import HANG_AFTER_S, HangVerdict, Kind, RankHealth, hang_verdict
 from distrun.monitor.quiet import QUIET_AFTER_S, QuietVerdict, quiet_verdict
+from distrun.monitor.stall import Stack
 from distrun.monitor.state import RankState
 
 PROGRESS_DIR = "progress"  # the same folder as distrun.instrument.PROGRESS_DIR
@@ -310,7 +311,20 @@ def announce(t: Tick, v: HangVerdict | QuietVerdict, config: HangConfig, why: st
     event = {k: record[k] for k in ("kind", "kind_number", "culprits", "waiting", "collective",
                                     "waited_s", "message", "waiting_graph")}
     event["stack_methods"] = {r: s.method for r, s in stacks.items()}
+    said = _hints(stacks)
+    if said:  # in the record too: diagnose and the report quote the event's message
+        record["hints"] = event["hints"] = said
+        event["message"] = f"{event['message']}; {'; '.join(said)}"
     return Notice(tuple(lines), (("hang", event),), (("hang.json", record),))
+
+
+def _hints(stacks: Mapping[int, Stack]) -> list[str]:
+    """Each known wait the culprits' stacks show, once, with the ranks it holds."""
+    held: dict[str, list[int]] = {}
+    for rank, stack in sorted(stacks.items()):
+        if stack.hint():
+            held.setdefault(stack.hint(), []).append(rank)
+    return [f"{_ranks(ranks)}: {hint}" for hint, ranks in held.items()]
 
 
 def _plan(v: HangVerdict | QuietVerdict, config: HangConfig, why: str) -> str:
