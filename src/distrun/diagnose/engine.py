@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from distrun.diagnose.consequence import mismatch_hits, where_to_look
+from distrun.diagnose.consequence import first_failure_rank, mismatch_hits, where_to_look
 from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
@@ -234,7 +234,10 @@ def decide(
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
         causes = _causes(ordered, [], rules, info, False)
         note = where_to_look(secondary, info)
-        causes = (replace(causes[0], confidence="medium", note=note), *causes[1:])
+        named = _summary_rank(secondary, rules)
+        rank = named if causes[0].rule.category == "launcher" and named is not None \
+            else causes[0].rank
+        causes = (replace(causes[0], confidence="medium", note=note, rank=rank), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
     unknown = tuple(generic[:MAX_UNRECOGNISED])
     named = _summary_rank(secondary, rules)
@@ -245,8 +248,8 @@ def decide(
 
 def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
     """The rank the launcher's failure summary names (the first failure)."""
-    return next((h.rank for h in secondary
-                 if h.rank is not None and rules.by_id(h.rule_id).category == "launcher"), None)
+    return first_failure_rank([h for h in secondary
+                               if rules.by_id(h.rule_id).category == "launcher"])
 
 
 def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
@@ -290,7 +293,9 @@ def _with_summary_rank(
         # The launcher saw another rank fail first: this cause may be a consequence.
         level = max(root.confidence, "medium", key=CONFIDENCES.index)
         return (replace(root, confidence=level), *causes[1:])
-    return causes
+    # The cause's own lines include the rank the summary names (a line that named
+    # only the local rank came first): the summary's global rank is the one to name.
+    return (replace(root, rank=named), *causes[1:])
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:

@@ -31,7 +31,7 @@ RANK_CONTEXT_ID = "rank-context"
 GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = (
-    "rank      : [0-9]+ \\(local_rank",
+    "rank *: [0-9]+ \\(local_rank",  # torch < 1.10 wrote "rank: 3 (local_rank: 3)"
     "Process [0-9]+ terminated with the following error",  # torch.multiprocessing.spawn
 )
 
