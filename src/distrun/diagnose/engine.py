@@ -58,7 +58,7 @@ from distrun.estimate.oom import report as oom_report
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
-CONTEXT_LINES = 200  # a frame or job-script line this far above an error is its context
+CONTEXT_LINES = 200  # a frame or job-script line this near an error (above it, or below in a paste) is its context
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
@@ -259,7 +259,7 @@ def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
     refined: list[Hit] = []
     for hit in rest:
         better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
-                       if c.file == hit.file and 0 <= hit.line - c.line <= CONTEXT_LINES
+                       if c.file == hit.file and abs(hit.line - c.line) <= CONTEXT_LINES
                        and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
                       None) or _refined_in_place(hit, rules)
         refined.append(replace(hit, rule_id=better, derived=True) if better and hit.strong else hit)
