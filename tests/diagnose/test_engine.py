@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from distrun.diagnose import diagnose, to_json
 
 T0 = "2026-11-22T04:39:"
@@ -322,3 +324,174 @@ def test_millions_of_error_lines_keep_only_the_earliest(tmp_path: Path) -> None:
     assert len(hits) == 1 + KEEP_PER_RANK
     root = to_json(diagnose([log]))["causes"][0]
     assert (root["id"], root["rank"]) == ("cuda-invalid-device-ordinal", 1)
+
+
+# Messages as their sources write them (the format strings filled in), one per widened
+# pattern: the rule must name the category whatever the surrounding log looks like.
+SOURCE_MESSAGES = [
+    # NCCL src/misc/socket.cc, src/transport/net_socket.cc, net_ib, bootstrap.cc (WARN(...))
+    ("nccl-network", "n1:7:9 [0] misc/socket.cc:52 NCCL WARN Net : No interface found in the "
+                     "same subnet as remote address 10.0.0.2<4242>"),
+    ("nccl-network", "n1:7:9 [0] include/socket.h:344 WARN Socket creation failed : "
+                     "Address family not supported by protocol"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/Socket : no interface found"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/IB : Unable to open device mlx5_0"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: "
+                     "local catastrophic error"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN no device found matching eth9, verify "
+                     "NCCL_OOB_NET_IFNAME"),
+    ("nccl-network", "n1:7:9 [0] proxy.cc:1519 NCCL WARN [Proxy Service 0] Failed to execute "
+                     "operation Connect from rank 0, retcode 2"),
+    # NCCL include/socket.h: a connect between ranks is the network, not the rendezvous
+    ("nccl-network", "n1:7:9 [0] include/socket.h:409 NCCL WARN Net : Connect to "
+                     "192.168.1.9<54263> failed : No route to host"),
+    # gloo/transport/tcp/device.cc (sockaddrToInterfaceName) and pair.cc (connectLoop)
+    ("nccl-network", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                     "device.cc:231] ifa != nullptr. Unable to find interface for: [10.1.1.1]:0"),
+    ("nccl-network", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] "
+                     "connect [127.0.1.1]:37915: Connection refused"),
+    ("nccl-network", "RuntimeError: [/opt/conda/conda-bld/pytorch_1/work/third_party/gloo/gloo/"
+                     "transport/tcp/pair.cc:144] no error"),
+    # NCCL net_ib.cc / net_socket.cc: sizes that differ between ranks
+    ("collective-mismatch", "n1:7:9 [1] NCCL WARN NET/IB : req 0/1 tag 7 peer 10.0.0.1<4545> "
+                            "collective mismatch error, local size 4096 remote size 8192"),
+    ("collective-mismatch", "n1:7:9 [1] NCCL WARN NET/Socket : peer 10.0.0.1<4545> message "
+                            "truncated : receiving 1048576 bytes instead of 65536. If you believe "
+                            "your socket network is in healthy state, there may be a mismatch"),
+    # torch c10d ProcessGroupGloo (strings in libtorch_cpu.so)
+    ("collective-mismatch", "RuntimeError: Received data size doesn't match expected size. Is "
+                            "there a distributed collective mismatch in your code?"),
+    # Slurm src/srun/*, src/common/slurm_opt.c, src/common/slurm_errno.c
+    ("slurm-allocation-mismatch", "srun: error: CPU binding outside of job step allocation, "
+                                  "allocated CPUs are: 0x0F."),
+    ("slurm-allocation-mismatch", "srun: error: Unable to create step for job 1234: "
+                                  "Insufficient GRES available in allocation"),
+    ("slurm-allocation-mismatch", "srun: error: You asked for 8 tasks but hostlist specified "
+                                  "2 nodes"),
+    ("slurm-allocation-mismatch", "srun: fatal: --gpus-per-task is mutually exclusive with "
+                                  "--ntasks-per-gpu and SLURM_NTASKS_PER_GPU"),
+    ("slurm-allocation-mismatch", "srun: fatal: --gpus-per-node and --gres=gpu are mutually "
+                                  "exclusive."),
+    ("slurm-allocation-mismatch", "srun: fatal: Inconsistent values set to --ntasks-per-gpu=2 and "
+                                  "--ntasks-per-tres=4"),
+    ("slurm-allocation-mismatch", "srun: error: invalid number of tasks (-n 0)"),
+    # glibc / libstdc++ symbol versioning (ld.so), as Python's ImportError shows it
+    ("nccl-cuda-library-mismatch", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version "
+                                   "`GLIBCXX_3.4.29' not found (required by "
+                                   "/site-packages/torch/lib/libtorch_python.so)"),
+    ("nccl-cuda-library-mismatch", "ImportError: /lib64/libc.so.6: version `GLIBC_2.28' not "
+                                   "found (required by /site-packages/jaxlib/xla_extension.so)"),
+    ("nccl-cuda-library-mismatch", "python: symbol lookup error: /site-packages/torch/lib/"
+                                   "libtorch_cuda.so: symbol ncclCommRegister version "
+                                   "NCCL_2.19.3 not defined in file libnccl.so.2 with link time "
+                                   "reference"),
+    # torchvision/extension.py _check_cuda_version
+    ("nccl-cuda-library-mismatch", "RuntimeError: Detected that PyTorch and torchvision were "
+                                   "compiled with different CUDA major versions. PyTorch has CUDA "
+                                   "Version=11.8 and torchvision has CUDA Version=12.1."),
+    # DeepSpeed op_builder/builder.py assert_no_cuda_mismatch
+    ("nccl-cuda-library-mismatch", "Exception: Installed CUDA version 12.1 does not match the "
+                                   "version torch was compiled with 11.8, unable to compile "
+                                   "cuda/cpp extensions without a matching cuda version."),
+    # apex setup.py check_cuda_torch_binary_vs_bare_metal
+    ("nccl-cuda-library-mismatch", "RuntimeError: Cuda extensions are being compiled with a "
+                                   "version of Cuda that does not match the version used to "
+                                   "compile Pytorch binaries."),
+    # cuDNN 8/9 frontend loader, TensorFlow dso_loader, Windows torch/__init__.py
+    ("nccl-cuda-library-mismatch", "Could not load library libcudnn_cnn_infer.so.8. Error: "
+                                   "libcudnn_cnn_infer.so.8: cannot open shared object file"),
+    ("nccl-cuda-library-mismatch", "Unable to load any of {libcudnn_ops.so.9.1.0, "
+                                   "libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}"),
+    ("nccl-cuda-library-mismatch", "OSError: [WinError 126] The specified module could not be "
+                                   "found. Error loading \"C:\\torch\\lib\\cudnn_adv_infer64_8.dll\" "
+                                   "or one of its dependencies."),
+    # XLA stream_executor cuda_dnn.cc; JAX jax/_src/lib (cuSPARSE etc. plugin checks)
+    ("nccl-cuda-library-mismatch", "E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439] "
+                                   "Loaded runtime CuDNN library: 8.5.0 but source was compiled "
+                                   "with: 8.6.0."),
+    ("nccl-cuda-library-mismatch", "RuntimeError: Unable to load cuSPARSE. Is it installed?"),
+    # CUDA runtime error strings (cudaGetErrorString), NVRTC, rocBLAS
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] NCCL WARN Cuda failure 'PTX JIT compiler library "
+                                   "not found'"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: device kernel image is invalid"),
+    ("nccl-cuda-library-mismatch", "nvrtc: error: invalid value for --gpu-architecture (-arch)"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: nvrtc: error: failed to open "
+                                   "libnvrtc-builtins.so.11.1."),
+    ("nccl-cuda-library-mismatch", "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/"
+                                   "TensileLibrary.dat: No such file or directory for GPU arch : "
+                                   "gfx1031"),
+    # torch ProcessGroupNCCL: NCCL error string ncclUnhandledCudaError (weak: a CUDA call failed)
+    ("nccl-cuda-library-mismatch", "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, "
+                                   "unhandled cuda error, NCCL version 2.14.3"),
+    # torch/serialization.py _validate_device
+    ("cuda-invalid-device-ordinal", "RuntimeError: Attempting to deserialize object on CUDA "
+                                    "device 3 but torch.cuda.device_count() is 1. Please use "
+                                    "torch.load with map_location to map your storages"),
+    # lightning_fabric/accelerators/cuda.py find_usable_cuda_devices
+    ("cuda-invalid-device-ordinal", "RuntimeError: You requested to find 4 devices but this "
+                                    "machine only has 2 GPUs."),
+    # torch c10d Backend.hpp, distributed_c10d.py split_group, ProcessGroupMPI.cpp, NCCLUtils
+    ("backend-device-unsupported", "RuntimeError: Backend gloo does not support "
+                                   "reduce_scatter_tensor_coalesced"),
+    ("backend-device-unsupported", "RuntimeError: No backend for the parent process group or its "
+                                   "backend does not support splitting"),
+    ("backend-device-unsupported", "RuntimeError: CUDA tensor detected and the MPI used doesn't "
+                                   "have CUDA-aware MPI support"),
+    ("backend-device-unsupported", "RuntimeError: Unconvertible NCCL type Bool"),
+    # zsh job control after the OOM killer
+    ("host-oom-or-killed", "[1]    12345 killed     python train.py"),
+    # Ray's host OOM is not a device OOM (ray/exceptions.py OutOfMemoryError)
+    ("host-oom-or-killed", "ray.exceptions.OutOfMemoryError: Task was killed due to the node "
+                           "running low on memory."),
+    # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
+    ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
+    ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
+                                      "'--local_rank=1'] exits with return code = 1"),
+]
+
+
+@pytest.mark.parametrize(("rule", "text"), SOURCE_MESSAGES)
+def test_source_messages_name_their_category(tmp_path: Path, rule: str, text: str) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("step 100 loss 1.0\n" + text + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == rule
+
+
+def test_summary_root_cause_block_names_the_rank_after_the_other_failures(
+    tmp_path: Path,
+) -> None:
+    # torch/distributed/elastic/multiprocessing/errors/error_handler + __init__.py: the
+    # "Failures:" section comes first, "Root Cause (first observed failure):" last.
+    log = tmp_path / "launcher.log"
+    block = ("[{i}]:\n  time      : 2024-05-01_10:00:0{i}\n  host      : node1\n"
+             "  rank      : {rank} (local_rank: {rank})\n  exitcode  : 1 (pid: 4{i})\n"
+             "  error_file: <N/A>\n")
+    log.write_text("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "train.py FAILED\nFailures:\n" + block.format(i=1, rank=3)
+                   + "Root Cause (first observed failure):\n" + block.format(i=0, rank=2))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("elastic-summary-no-root-cause", 2)
+    assert "look in the log of rank 2" in root["note"]
+
+
+def test_old_torch_summary_names_the_global_rank_of_the_sigkill(tmp_path: Path) -> None:
+    # torch 1.9 wrote "rank: 5 (local_rank: 1)" and "exitcode: -9 (pid: ...)"
+    log = tmp_path / "launcher.log"
+    log.write_text("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+                   "local_rank: 1 (pid: 1235) of binary: /usr/bin/python3\n"
+                   "Root Cause:\n[0]:\n  time: 2021-08-01_10:00:00\n"
+                   "  rank: 5 (local_rank: 1)\n  exitcode: -9 (pid: 1235)\n"
+                   "  error_file: <N/A>\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("host-oom-or-killed", 5)
+
+
+def test_job_script_pasted_after_the_error_is_its_context(tmp_path: Path) -> None:
+    log = tmp_path / "issue.log"
+    error = "RuntimeError: CUDA error: invalid device ordinal\n"
+    script = "slurm script used:\n#!/bin/bash\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-task=1\n"
+    log.write_text(error + script)
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "slurm-allocation-mismatch"
+    log.write_text(error)
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-invalid-device-ordinal"

@@ -58,7 +58,7 @@ from distrun.estimate.oom import report as oom_report
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
-CONTEXT_LINES = 200  # a frame or job-script line this near an error (above it, or below in a paste) is its context
+CONTEXT_LINES = 200  # a frame or job-script line this near an error (either side) is its context
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
