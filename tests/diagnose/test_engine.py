@@ -340,8 +340,6 @@ SOURCE_MESSAGES = [
                      "local catastrophic error"),
     ("nccl-network", "n1:7:9 [0] NCCL WARN no device found matching eth9, verify "
                      "NCCL_OOB_NET_IFNAME"),
-    ("nccl-network", "n1:7:9 [0] proxy.cc:1519 NCCL WARN [Proxy Service 0] Failed to execute "
-                     "operation Connect from rank 0, retcode 2"),
     # NCCL include/socket.h: a connect between ranks is the network, not the rendezvous
     ("nccl-network", "n1:7:9 [0] include/socket.h:409 NCCL WARN Net : Connect to "
                      "192.168.1.9<54263> failed : No route to host"),
