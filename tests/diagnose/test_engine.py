@@ -441,6 +441,20 @@ SOURCE_MESSAGES = [
     # Ray's host OOM is not a device OOM (ray/exceptions.py OutOfMemoryError)
     ("host-oom-or-killed", "ray.exceptions.OutOfMemoryError: Task was killed due to the node "
                            "running low on memory."),
+    # Windows ERROR_COMMITMENT_LIMIT (os error 1455) raised by torch/__init__.py's DLL loading;
+    # numpy/core/_exceptions.py _ArrayMemoryError; errno ENOMEM from os.fork / mmap
+    ("host-oom-or-killed", "OSError: [WinError 1455] The paging file is too small for this "
+                           "operation to complete. Error loading \"C:\\torch\\lib\\cudnn64_8.dll\""),
+    ("host-oom-or-killed", "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB "
+                           "for an array with shape (1000, 1000, 1000) and data type float64"),
+    ("host-oom-or-killed", "OSError: [Errno 12] Cannot allocate memory"),
+    # bitsandbytes cuda_setup/main.py; TensorFlow/XLA dso_loader "Could not load symbol"
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA Setup failed despite GPU being available. "
+                                   "Please run the following command to get more information:"),
+    ("nccl-cuda-library-mismatch", "Could not load symbol cublasGetSmCountTarget from "
+                                   "libcublas.so.11. Error: undefined symbol: cublasGetSmCountTarget"),
+    # torch c10d: an op a backend lacks (weak: low confidence)
+    ("backend-device-unsupported", "RuntimeError: all_to_all is not supported with the gloo backend"),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
@@ -493,3 +507,12 @@ def test_job_script_pasted_after_the_error_is_its_context(tmp_path: Path) -> Non
     assert to_json(diagnose([log]))["causes"][0]["id"] == "slurm-allocation-mismatch"
     log.write_text(error)
     assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-invalid-device-ordinal"
+
+
+def test_a_startup_warning_never_outranks_the_error(tmp_path: Path) -> None:
+    # xformers/__init__.py warns at import on a build mismatch; the run then fails otherwise
+    log = tmp_path / "job.log"
+    log.write_text("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was "
+                   "built for:\n    PyTorch 2.0.1+cu118 with CUDA 1108 (you have 2.1.0+cu121)\n"
+                   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-out-of-memory"
