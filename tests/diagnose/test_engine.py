@@ -455,6 +455,11 @@ SOURCE_MESSAGES = [
                                    "libcublas.so.11. Error: undefined symbol: cublasGetSmCountTarget"),
     # torch c10d: an op a backend lacks (weak: low confidence)
     ("backend-device-unsupported", "RuntimeError: all_to_all is not supported with the gloo backend"),
+    # NCCL (older src/include/shm.h): the shared-memory segment does not fit in /dev/shm
+    ("shm-bus-error", "n1:7:9 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : "
+                      "No space left on device"),
+    ("shm-bus-error", "n1:7:9 [0] include/shm.h:48 NCCL WARN Error: failed to extend "
+                      "/dev/shm/nccl-0DWnBa to 9637892 bytes"),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
@@ -516,3 +521,18 @@ def test_a_startup_warning_never_outranks_the_error(tmp_path: Path) -> None:
                    "built for:\n    PyTorch 2.0.1+cu118 with CUDA 1108 (you have 2.1.0+cu121)\n"
                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-out-of-memory"
+
+
+def test_informational_plugin_and_dlopen_lines_name_no_cause(tmp_path: Path) -> None:
+    # NCCL src/plugin/net.cc probing libnccl-net.so (absent: the internal transport is
+    # used); TensorFlow's dso_loader probing libcudart on a machine without a GPU
+    log = tmp_path / "job.log"
+    log.write_text("n1:7:7 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+                   "libnccl-net.so: cannot open shared object file: No such file or directory\n"
+                   "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not "
+                   "load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot "
+                   "open shared object file: No such file or directory\n"
+                   "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system "
+                   "error, NCCL version 2.14.3\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("nccl-network", "low")

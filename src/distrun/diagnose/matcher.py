@@ -9,9 +9,9 @@ Three stages, none of which loops over the rules for every line:
    timestamp, ANSI codes and launcher prefixes off, literal ``\\n`` pastes split;
 3. attribution of each logical line to one rule: with Hyperscan, the ids of
    the patterns that match the line (no Python regex is compiled at all);
-   without it, one Python alternation per group. Groups in order: strong
-   signatures (file order), the rank context, weak wordings, context frames,
-   generic error lines.
+   without it, one Python alternation per group. Groups in order: benign
+   informational lines (dropped), strong signatures (file order), the rank
+   context, weak wordings, context frames, generic error lines.
 
 Small files (pasted excerpts, up to ``SMALL_BYTES``) are normalised whole
 first, and each pair of adjacent logical lines is matched joined as well, so a
@@ -31,6 +31,8 @@ from io import BufferedIOBase
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
 from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
 from distrun.diagnose.rules import (
+    BENIGN_ID,
+    BENIGN_PATTERNS,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
@@ -90,9 +92,14 @@ class Matcher:
     def classify(self, text: str) -> tuple[str, bool] | None:
         """(rule id, strong) of the first rule that matches ``text``; None: no match.
 
-        "First" in attribution order: strong signatures (file order), the rank
-        context, weak wordings, context frames, generic error lines.
+        "First" in attribution order: benign lines (never a hit), strong signatures
+        (file order), the rank context, weak wordings, context frames, generic error
+        lines.
         """
+        found = self._first_match(text)
+        return None if found is None or found[0] == BENIGN_ID else found
+
+    def _first_match(self, text: str) -> tuple[str, bool] | None:
         if self._hs is not None:
             ids = self._hs.matching(text.encode("utf-8", "replace"))
             if not ids:
@@ -208,7 +215,8 @@ class Matcher:
 
 def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
     """(rule id, strong, patterns) in the order that decides which rule a line belongs to."""
-    groups = [(r.id, True, r.patterns) for r in rules.rule]
+    groups: list[tuple[str, bool, tuple[str, ...]]] = [(BENIGN_ID, False, BENIGN_PATTERNS)]
+    groups.extend((r.id, True, r.patterns) for r in rules.rule)
     groups.append((RANK_CONTEXT_ID, True, RANK_CONTEXT_PATTERNS))
     groups.extend((r.id, False, r.weak) for r in rules.rule if r.weak)
     groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)

@@ -29,6 +29,19 @@ RANK_CONTEXT_ID = "rank-context"
 
 # Lines that look like an error but match no rule: the "no known cause" evidence.
 GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
+# Informational lines that carry an error-like wording but never a cause; they are
+# matched first and dropped, so that the wording does not name a cause by accident.
+BENIGN_ID = "benign-line"
+BENIGN_PATTERNS = (
+    # NCCL src/plugin: probing the optional net/tuner/profiler plugins, e.g. "NCCL INFO
+    # NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open
+    # shared object file" when none is installed (the internal transport is used)
+    "NCCL INFO (NET|TUNER|PROFILER|ENV)/Plugin",
+    "No plugin found \\(libnccl-",
+    # TensorFlow dso_loader probing libcudart on a machine without a GPU; TF's next line
+    # says "Ignore above cudart dlerror if you do not have a GPU set up on your machine."
+    "dso_loader\\.cc:[0-9]+\\] Could not load dynamic library .libcudart",
+)
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = (
     "rank *: [0-9]+ \\(local_rank",  # torch < 1.10 wrote "rank: 3 (local_rank: 3)"
@@ -176,7 +189,8 @@ class RuleSet:
     def all_patterns(self) -> list[str]:
         """Every pattern the engine matches (the grep -f list)."""
         own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
-        return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS)
+        return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS) + list(
+            BENIGN_PATTERNS)
 
 
 def check_pattern(pattern: str) -> None:
