@@ -536,3 +536,16 @@ def test_informational_plugin_and_dlopen_lines_name_no_cause(tmp_path: Path) -> 
                    "error, NCCL version 2.14.3\n")
     root = to_json(diagnose([log]))["causes"][0]
     assert (root["id"], root["confidence"]) == ("nccl-network", "low")
+
+
+def test_torch_probing_ipv6_localhost_is_not_a_rendezvous_failure(tmp_path: Path) -> None:
+    # torch c10d socket.cpp (2.0-2.2) warns and tries the next address; the launcher's
+    # summary is what is left
+    log = tmp_path / "job.log"
+    log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[localhost]:29500 (errno: 99 - Cannot assign requested address).\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "elastic-summary-no-root-cause"
+    log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[node2]:29500 (errno: 111 - Connection refused).\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "rendezvous-timeout"

@@ -38,9 +38,16 @@ BENIGN_PATTERNS = (
     # shared object file" when none is installed (the internal transport is used)
     "NCCL INFO (NET|TUNER|PROFILER|ENV)/Plugin",
     "No plugin found \\(libnccl-",
-    # TensorFlow dso_loader probing libcudart on a machine without a GPU; TF's next line
-    # says "Ignore above cudart dlerror if you do not have a GPU set up on your machine."
-    "dso_loader\\.cc:[0-9]+\\] Could not load dynamic library .libcudart",
+    # TensorFlow's dso_loader probing the CUDA libraries at import (transformers imports it
+    # in torch jobs too); TF says "Ignore above cudart dlerror if you do not have a GPU set
+    # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU
+    "dso_loader\\.cc:[0-9]+\\] Could not load dynamic library",
+    # torch c10d socket.cpp warning while it tries IPv6 and IPv4 for a local store (torch
+    # 2.0-2.2): "[W socket.cpp:601] [c10d] The client socket has failed to connect to
+    # [localhost]:29500 (errno: 99 - Cannot assign requested address)." It goes on with
+    # the next address; a real failure ends in "The client socket has timed out after".
+    "\\[c10d\\] The (client|server) socket .*\\[(localhost|::|::1|127\\.0\\.0\\.1)\\]:[0-9]+ "
+    "\\(errno: (97|99) - ",
 )
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = (
