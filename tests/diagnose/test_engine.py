@@ -436,6 +436,20 @@ SOURCE_MESSAGES = [
     ("backend-device-unsupported", "RuntimeError: CUDA tensor detected and the MPI used doesn't "
                                    "have CUDA-aware MPI support"),
     ("backend-device-unsupported", "RuntimeError: Unconvertible NCCL type Bool"),
+    # torch distributed_c10d.py (backend-string parsing, default backends) and
+    # ProcessGroupGloo.cpp (sparse allreduce); the MPS dispatcher's missing c10d kernels
+    ("backend-device-unsupported", "ValueError: Unknown backend 'xccl'. Specify a "
+                                   "'device:backend' string or use one of: ['gloo', 'nccl']"),
+    ("backend-device-unsupported", "ValueError: Default backend not registered for device : xpu"),
+    ("backend-device-unsupported", "RuntimeError: We detected accelerator npu on your machine. But "
+                                   "we don't know which communication backend to use for this "
+                                   "accelerator."),
+    ("backend-device-unsupported", "ValueError: monitored_barrier is only implemented for GLOO "
+                                   "backend."),
+    ("backend-device-unsupported", "ValueError: Invalid device:backend pairing: cpu:gloo,cuda."),
+    ("backend-device-unsupported", "RuntimeError: ProcessGroupGloo::allreduce: unsupported layout"),
+    ("backend-device-unsupported", "NotImplementedError: The operator 'c10d::allgather_' is not "
+                                   "currently implemented for the MPS device."),
     # zsh job control after the OOM killer
     ("host-oom-or-killed", "[1]    12345 killed     python train.py"),
     # Ray's host OOM is not a device OOM (ray/exceptions.py OutOfMemoryError)
@@ -549,3 +563,14 @@ def test_torch_probing_ipv6_localhost_is_not_a_rendezvous_failure(tmp_path: Path
     log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
                    "[node2]:29500 (errno: 111 - Connection refused).\n")
     assert to_json(diagnose([log]))["causes"][0]["id"] == "rendezvous-timeout"
+
+
+def test_monitored_barrier_names_the_rank_it_waited_for(tmp_path: Path) -> None:
+    # torch ProcessGroupGloo.cpp monitoredBarrier, on the rank that did arrive
+    log = tmp_path / "job.log"
+    log.write_text("[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but "
+                   "received errors while waiting for send/recv from rank 0. Please check rank 0 "
+                   "logs for faulty rank.\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+    assert "look in the log of rank 0" in root["note"]

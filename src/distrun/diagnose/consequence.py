@@ -26,7 +26,8 @@ SUMMARY_RULE = "elastic-summary-no-root-cause"
 
 _WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
 _ROOT_CAUSE = "Root Cause (first observed failure)"
-_BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier")
+_BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
+                      r"|waiting for send/recv from rank (\d+)")
 
 Work = tuple[str, str, str]  # OpType, NumelIn, NumelOut
 
@@ -80,7 +81,7 @@ def _named_suspects(secondary: list[Hit]) -> list[int]:
     for hit in secondary:
         found = _BARRIER.search(hit.text)
         if found is not None:
-            return [int(r) for r in re.findall(r"\d+", found.group(1))]
+            return [int(r) for r in re.findall(r"\d+", found.group(1) or found.group(2))]
     first = first_failure_rank([h for h in secondary if h.rule_id == SUMMARY_RULE])
     return [] if first is None else [first]
 
