@@ -16,6 +16,9 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"[rank3]: {OOM}", 3, None),  # torchrun >= 2.2
     (f"[default3]: {OOM}", 3, None),  # torchrun --tee / accelerate
     (f"[rank: 3] {OOM}", 3, None),  # Lightning
+    (f"[RANK 3] {OOM}", 3, None),  # loggers that print the rank upper-case
+    (f"[rank=3] {OOM}", 3, None),
+    (f"[RANK:3] {OOM}", 3, None),
     (f"[1,3]<stderr>: {OOM}", 3, None),  # Open MPI --tag-output
     (f"[1,3]<stdout>:{OOM}", 3, None),
     (f"srun: error: node12: task 5: {OOM}", 5, "node12"),
@@ -53,6 +56,8 @@ def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str |
     ("mpirun noticed that process rank 3 with PID 4242 on node n1 exited on signal 9 (Killed).", 3),
     ("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD", 2),
     ("Process 1 exit with status code 1.", 1),  # horovodrun
+    ("RANK 3: torch.OutOfMemoryError: CUDA out of memory", 3),
+    ("worker rank=5 failed: torch.OutOfMemoryError", 5),
 ])
 def test_rank_named_in_the_message(text: str, rank: int) -> None:
     assert rank_in_text(text) == rank

@@ -28,7 +28,8 @@ _TIMESTAMP = re.compile(
 # Leading prefixes: (regex, group of the rank, group of the node).
 _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
-    (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
+    # Lightning's [rank: 3], loggers' [RANK 3] / [rank=3] / [RANK:3]
+    (re.compile(r"\[(?:rank|Rank|RANK)(?::\s?|=|\s)(\d+)\]:?\s?"), 1, 0),
     (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
     # Ray actors (older Ray: no actor name) and vLLM workers: (TaskRunner pid=4), (pid=4),
     # (VllmWorker rank=3 pid=4)
@@ -54,6 +55,8 @@ _IN_TEXT = (
     re.compile(r"\bprocess_id\s*[=:]\s*(\d+)"),
     re.compile(r"\blocal_rank\s*:\s*(\d+)"),
     re.compile(r"\bRank (\d+)\b"),
+    re.compile(r"\bRANK[ :=]\s?(\d+)\b"),
+    re.compile(r"\brank=(\d+)\b"),
     re.compile(r"\[rank(\d+)\]"),
     re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
     re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited|exit) with"),  # mp.spawn, horovodrun
