@@ -474,6 +474,16 @@ SOURCE_MESSAGES = [
                       "No space left on device"),
     ("shm-bus-error", "n1:7:9 [0] include/shm.h:48 NCCL WARN Error: failed to extend "
                       "/dev/shm/nccl-0DWnBa to 9637892 bytes"),
+    # Kaggle's kernel restart message after the container's memory limit
+    ("host-oom-or-killed", "Your notebook tried to allocate more memory than is available. It "
+                           "has restarted."),
+    # torch/distributed/elastic/multiprocessing/api.py: a worker killed by a signal has a
+    # negative exit code; errors/__init__.py writes "Signal 6 (SIGABRT) received by PID"
+    ("elastic-summary-no-root-cause", "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+                                      "(exitcode: -6) local_rank: 1 (pid: 1234) of binary: "
+                                      "/usr/bin/python"),
+    ("elastic-summary-no-root-cause", "  exitcode  : -11 (pid: 1234)"),
+    ("elastic-summary-no-root-cause", "  traceback : Signal 6 (SIGABRT) received by PID 1234"),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
