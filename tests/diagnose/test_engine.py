@@ -450,6 +450,23 @@ SOURCE_MESSAGES = [
     ("backend-device-unsupported", "RuntimeError: ProcessGroupGloo::allreduce: unsupported layout"),
     ("backend-device-unsupported", "NotImplementedError: The operator 'c10d::allgather_' is not "
                                    "currently implemented for the MPS device."),
+    # torch c10d ProcessGroup*.cpp: "ProcessGroupX does not support <op>" (HCCL, Gloo, UCC...)
+    ("backend-device-unsupported", "RuntimeError: ProcessGroupHCCL does not support alltoall_base"),
+    # Windows: torch/__init__.py loading its DLLs (a missing VC++/CUDA runtime), Python's
+    # extension loader; nvcc without the GPU's architecture; torch cpp_extension and
+    # DeepSpeed op_builder without a CUDA toolkit
+    ("nccl-cuda-library-mismatch", "OSError: [WinError 126] The specified module could not be "
+                                   "found. Error loading \"C:\\Python311\\Lib\\site-packages\\"
+                                   "torch\\lib\\fbgemm.dll\" or one of its dependencies."),
+    ("nccl-cuda-library-mismatch", "ImportError: DLL load failed while importing _C: The "
+                                   "specified module could not be found."),
+    ("nccl-cuda-library-mismatch", "nvcc fatal   : Unsupported gpu architecture 'compute_89'"),
+    ("nccl-cuda-library-mismatch", "ImportError: libc10.so: cannot open shared object file: No "
+                                   "such file or directory"),
+    ("nccl-cuda-library-mismatch", "OSError: CUDA_HOME environment variable is not set. Please "
+                                   "set it to your CUDA install root."),
+    ("nccl-cuda-library-mismatch", "deepspeed.ops.op_builder.builder.MissingCUDAException: "
+                                   "CUDA_HOME does not exist, unable to compile CUDA op(s)"),
     # zsh job control after the OOM killer
     ("host-oom-or-killed", "[1]    12345 killed     python train.py"),
     # Ray's host OOM is not a device OOM (ray/exceptions.py OutOfMemoryError)
