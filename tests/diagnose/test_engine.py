@@ -428,6 +428,10 @@ SOURCE_MESSAGES = [
     # lightning_fabric/accelerators/cuda.py find_usable_cuda_devices
     ("cuda-invalid-device-ordinal", "RuntimeError: You requested to find 4 devices but this "
                                     "machine only has 2 GPUs."),
+    # torch distributed_c10d.py init_process_group(device_id=...)
+    ("cuda-invalid-device-ordinal", "ValueError: device_id cuda:8 is out of range. Please use a "
+                                    "device index less than the number of accelerators "
+                                    "available: 8."),
     # torch c10d Backend.hpp, distributed_c10d.py split_group, ProcessGroupMPI.cpp, NCCLUtils
     ("backend-device-unsupported", "RuntimeError: Backend gloo does not support "
                                    "reduce_scatter_tensor_coalesced"),
@@ -601,3 +605,14 @@ def test_monitored_barrier_names_the_rank_it_waited_for(tmp_path: Path) -> None:
     root = to_json(diagnose([log]))["causes"][0]
     assert root["id"] == "collective-timeout"
     assert "look in the log of rank 0" in root["note"]
+
+
+def test_ultralytics_device_check_with_devices_visible_is_an_ordinal(tmp_path: Path) -> None:
+    # ultralytics/utils/torch_utils.py select_device: the check, then what torch sees
+    log = tmp_path / "job.log"
+    check = ("ValueError: Invalid CUDA 'device=4' requested. Use 'device=cpu' or pass valid CUDA "
+             "device(s) if available, i.e. 'device=0' or 'device=0,1,2,3' for Multi-GPU.\n\n")
+    log.write_text(check + "torch.cuda.is_available(): True\ntorch.cuda.device_count(): 2\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-invalid-device-ordinal"
+    log.write_text(check + "torch.cuda.is_available(): False\ntorch.cuda.device_count(): 0\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-unavailable"
