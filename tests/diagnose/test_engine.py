@@ -505,6 +505,26 @@ SOURCE_MESSAGES = [
                                       "/usr/bin/python"),
     ("elastic-summary-no-root-cause", "  exitcode  : -11 (pid: 1234)"),
     ("elastic-summary-no-root-cause", "  traceback : Signal 6 (SIGABRT) received by PID 1234"),
+    # torch/csrc/DataLoader.cpp worker signal handlers
+    ("dataloader-worker-killed", "ERROR: Unexpected segmentation fault encountered in worker."),
+    # bash/zsh job control and exit status 128+15 after SIGTERM (as 'Killed' / 137 for SIGKILL)
+    ("stopped-externally", "/var/spool/slurmd/job1234/slurm_script: line 12: 56789 Terminated"
+                           "              python train.py"),
+    ("stopped-externally", "[1]+  Terminated              python train.py"),
+    ("stopped-externally", "[1]    12345 terminated  python train.py"),
+    ("stopped-externally", "Process finished with exit code 143 (interrupted by signal 15: SIGTERM)"),
+    # Windows socket error 10048 in a Chinese locale (the English text is matched already)
+    ("address-in-use", "RuntimeError: [enforce fail at C:\\torch\\gloo\\transport\\uv\\"
+                       "address.cc] 通常每个套接字地址(协议/网络地址/端口)只允许使用一次。"),
+    # Level Zero / Unified Runtime (Intel XPU), XLA's BFC allocator and TPU compiler, CANN
+    ("cuda-out-of-memory", "RuntimeError: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
+    ("cuda-out-of-memory", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of "
+                           "memory while trying to allocate 17179869184 bytes."),
+    ("cuda-out-of-memory", "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of "
+                           "memory in memory space hbm."),
+    # CPython threading: a thread's exception at interpreter exit
+    ("exit-time-abort", "Exception in thread Thread-3 (most likely raised during interpreter "
+                        "shutdown):"),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
