@@ -525,6 +525,11 @@ SOURCE_MESSAGES = [
     # CPython threading: a thread's exception at interpreter exit
     ("exit-time-abort", "Exception in thread Thread-3 (most likely raised during interpreter "
                         "shutdown):"),
+    # torch/csrc/distributed/c10d/reducer.cpp and comm.cpp: the model differs between ranks
+    ("collective-mismatch", "RuntimeError: DDP expects same model across all ranks, but Rank 1 "
+                            "has 200 params, while rank 0 has inconsistent 100 params."),
+    ("collective-mismatch", "RuntimeError: [1]: params[0] in this process with sizes [10, 5] "
+                            "appears not to match sizes of the same param in process 0."),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "

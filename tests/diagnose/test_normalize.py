@@ -58,6 +58,10 @@ def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str |
     ("Process 1 exit with status code 1.", 1),  # horovodrun
     ("RANK 3: torch.OutOfMemoryError: CUDA out of memory", 3),
     ("worker rank=5 failed: torch.OutOfMemoryError", 5),
+    ("RuntimeError: [1]: params[0] in this process with sizes [10, 5] appears not to match sizes "
+     "of the same param in process 0.", 1),
+    ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving "
+     "ncclUniqueId from [0] via c10d key-value store by key '0'", 3),
 ])
 def test_rank_named_in_the_message(text: str, rank: int) -> None:
     assert rank_in_text(text) == rank

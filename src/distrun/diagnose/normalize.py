@@ -63,6 +63,8 @@ _IN_TEXT = (
     re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
+    re.compile(r"\[(\d+)\]: params\["),  # DDP's parameter check across processes
+    re.compile(r"\[(\d+)\] is setting up NCCL communicator"),  # ProcessGroupNCCL's store wait
 )
 # JAX names tasks and processes; only trusted on JAX lines (a pid is a "process" too).
 _JAX_IN_TEXT = (re.compile(r"/task:(\d+)"), re.compile(r"\b[Pp]rocess (\d{1,4})\b(?! closing)"))
