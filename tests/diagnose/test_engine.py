@@ -530,6 +530,8 @@ SOURCE_MESSAGES = [
                             "has 200 params, while rank 0 has inconsistent 100 params."),
     ("collective-mismatch", "RuntimeError: [1]: params[0] in this process with sizes [10, 5] "
                             "appears not to match sizes of the same param in process 0."),
+    # CPython 3.12 threading.start_new_thread during finalisation
+    ("exit-time-abort", "RuntimeError: can't create new thread at interpreter shutdown"),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
