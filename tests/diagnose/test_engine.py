@@ -643,3 +643,14 @@ def test_ultralytics_device_check_with_devices_visible_is_an_ordinal(tmp_path: P
     assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-invalid-device-ordinal"
     log.write_text(check + "torch.cuda.is_available(): False\ntorch.cuda.device_count(): 0\n")
     assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-unavailable"
+
+
+def test_signal_numbers_are_read_in_a_paste_that_lost_its_newlines(tmp_path: Path) -> None:
+    # torch/distributed/elastic/multiprocessing/api.py SignalException, pasted as one line
+    log = tmp_path / "issue.log"
+    log.write_text("torch.distributed.elastic.multiprocessing.api.SignalException: Process 40121 "
+                   "got signal: 15 Traceback (most recent call last): File \"run.py\", line 8\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "stopped-externally"
+    log.write_text("torch.distributed.elastic.multiprocessing.api.SignalException: Process 40121 "
+                   "got signal: 9 Traceback (most recent call last): File \"run.py\", line 8\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "host-oom-or-killed"
