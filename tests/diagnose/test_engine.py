@@ -654,3 +654,15 @@ def test_signal_numbers_are_read_in_a_paste_that_lost_its_newlines(tmp_path: Pat
     log.write_text("torch.distributed.elastic.multiprocessing.api.SignalException: Process 40121 "
                    "got signal: 9 Traceback (most recent call last): File \"run.py\", line 8\n")
     assert to_json(diagnose([log]))["causes"][0]["id"] == "host-oom-or-killed"
+
+
+def test_weak_wording_after_an_unknown_error_gives_no_known_cause(tmp_path: Path) -> None:
+    # torch >= 2.4 warns "process group has NOT been destroyed" whenever a rank exits
+    # without destroy_process_group, after any crash: it does not explain the crash
+    log = tmp_path / "job.log"
+    log.write_text("[rank1]: ValueError: label 7 is out of range for this head\n"
+                   "[rank1]:[W ProcessGroupNCCL.cpp:1168] Warning: WARNING: process group has NOT "
+                   "been destroyed before we destruct ProcessGroupNCCL.\n")
+    result = to_json(diagnose([log]))
+    assert result["causes"] == []
+    assert "ValueError: label 7" in result["unrecognised"][0]["text"]

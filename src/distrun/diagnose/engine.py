@@ -223,8 +223,11 @@ def decide(
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
     primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
-    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], primary)
+    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID],
+                         [h for h in primary if h.strong])
     primary = sorted(primary + mismatch_hits(secondary), key=lambda h: (not h.strong, h.key()))
+    if primary and _weak_after_unknown(primary[0], generic):
+        primary = []  # a wording other failures share explains no error that came before it
     if primary:
         before = tuple(g for g in generic if g.key() < primary[0].key())[:MAX_UNRECOGNISED]
         causes = _with_summary_rank(_causes(primary, secondary, rules, info, bool(before)),
@@ -244,6 +247,11 @@ def decide(
     if unknown and unknown[0].rank is None and named is not None:
         unknown = (replace(unknown[0], rank=named), *unknown[1:])
     return Diagnosis((), unknown, failed_exits, files)
+
+
+def _weak_after_unknown(best: Hit, generic: list[Hit]) -> bool:
+    """The best cause is only a weak wording and an unrecognised error came before it."""
+    return not best.strong and any(g.key() < best.key() for g in generic)
 
 
 def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
