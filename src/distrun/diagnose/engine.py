@@ -9,7 +9,8 @@ because one rank died: a cause wins even when it comes later in the file.
 With only consequences, the verdict says so and names where the cause must be
 (see :mod:`distrun.diagnose.consequence`). An error line no rule knows, seen
 before any secondary signature, gives "no known cause" with the earliest error
-lines instead of a confident wrong answer.
+lines instead of a confident wrong answer; so does an unknown error line before
+a cause matched only by a weak wording (one that other failures share).
 
 Confidence: ``high`` for a cause matched by a strong signature with no unknown
 error before it; ``medium`` for a cause with unknown errors before it, one
