@@ -532,6 +532,11 @@ SOURCE_MESSAGES = [
                             "appears not to match sizes of the same param in process 0."),
     # CPython 3.12 threading.start_new_thread during finalisation
     ("exit-time-abort", "RuntimeError: can't create new thread at interpreter shutdown"),
+    # DeepSpeed runtime/state_dict_factory.py: a model-parallel checkpoint of another size
+    ("checkpoint-layout-mismatch", "AssertionError: Invalid checkpoints and world size for sd "
+                                   "split"),
+    # NCCL's "<address><port> failed : <strerror>" as torch repeats it after "Last error:"
+    ("nccl-network", "Connect to 10.0.0.2<43001> failed : Connection refused"),
     # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
