@@ -127,3 +127,23 @@ def test_literal_newline_paste_finds_the_cause_and_its_line(tmp_path: Path) -> N
 def test_ansi_inside_the_message_is_ignored(tmp_path: Path) -> None:
     cause = diagnosed(tmp_path, "\x1b[1;31mRuntimeError\x1b[0m: \x1b[33mCUDA out of memory\x1b[0m\n")
     assert cause["id"] == "cuda-out-of-memory"
+
+
+def test_message_wrapped_over_three_lines_and_mid_word_is_found(tmp_path: Path) -> None:
+    # a terminal 40 columns wide cuts torch's OOM message mid-word, over three lines
+    log = tmp_path / "paste.log"
+    log.write_text("[rank2]: torch.OutOfMemoryError: CUDA ou\n"
+                   "t of memory. Tried to allocate 2.00 GiB. \n"
+                   "GPU 0 has a total capacity of 79 GiB\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 2)
+
+
+def test_wrapped_error_line_joins_the_launcher_summary_it_starts(tmp_path: Path) -> None:
+    # subprocess.CalledProcessError as DeepSpeed/accelerate print it, wrapped by the paste:
+    # the first piece alone looks like an unknown error, the joined lines are the summary
+    log = tmp_path / "paste.log"
+    log.write_text("subprocess.CalledProcessError: Command '['/opt/conda/bin/python3', '-u',\n"
+                   "'main.py', '--local_rank=1']' returned non-zero exit status 1.\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "elastic-summary-no-root-cause"
