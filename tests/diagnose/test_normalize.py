@@ -39,6 +39,8 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"> > {OOM}", None, None),  # quoted in a Markdown reply
     (f"(pid=1521961) {OOM}", None, None),  # older Ray
     (f"│ {OOM}   │", None, None),  # rich traceback box
+    (f"- root - ERROR - {OOM}", None, None),  # Python logging's default format (stamp peeled)
+    (f"__main__ - ERROR - {OOM}", None, None),
 ])
 def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str | None) -> None:
     logical = logical_lines(line)
@@ -147,3 +149,21 @@ def test_wrapped_error_line_joins_the_launcher_summary_it_starts(tmp_path: Path)
                    "'main.py', '--local_rank=1']' returned non-zero exit status 1.\n")
     root = to_json(diagnose([log]))["causes"][0]
     assert root["id"] == "elastic-summary-no-root-cause"
+
+
+def test_html_character_references_are_decoded() -> None:
+    # text copied from a web page's source keeps &#39; and &quot;
+    assert logical_lines("KeyError: &#39;LOCAL_RANK&#39;")[0].text == "KeyError: 'LOCAL_RANK'"
+
+
+def test_a_paste_that_lost_its_newlines_is_cut_where_records_start(tmp_path: Path) -> None:
+    # one line: the elastic summary first, the rank's own error (the cause) after it
+    noise = "step 1 loss 2.0 " * 20
+    flat = (f"{noise}torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+            f"train.py FAILED {noise} [rank1]: Traceback (most recent call last): "
+            f"File \"train.py\", line 3 [rank1]: {OOM}")
+    assert len(flat) > 400
+    log = tmp_path / "paste.log"
+    log.write_text(flat + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 1)
