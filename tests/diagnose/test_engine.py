@@ -373,6 +373,8 @@ SOURCE_MESSAGES = [
     ("slurm-allocation-mismatch", "srun: fatal: Inconsistent values set to --ntasks-per-gpu=2 and "
                                   "--ntasks-per-tres=4"),
     ("slurm-allocation-mismatch", "srun: error: invalid number of tasks (-n 0)"),
+    ("slurm-allocation-mismatch", "srun: error: Task launch for StepId=1932.2 failed on node "
+                                  "n40: Unable to satisfy cpu bind request"),
     # glibc / libstdc++ symbol versioning (ld.so), as Python's ImportError shows it
     ("nccl-cuda-library-mismatch", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version "
                                    "`GLIBCXX_3.4.29' not found (required by "
