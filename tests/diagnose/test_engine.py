@@ -518,6 +518,10 @@ SOURCE_MESSAGES = [
     # Windows socket error 10048 in a Chinese locale (the English text is matched already)
     ("address-in-use", "RuntimeError: [enforce fail at C:\\torch\\gloo\\transport\\uv\\"
                        "address.cc] 通常每个套接字地址(协议/网络地址/端口)只允许使用一次。"),
+    # the same errors in a zh_CN locale (glibc's strerror, Windows' message table)
+    ("address-in-use", "OSError: [Errno 98] 地址已在使用"),
+    ("host-oom-or-killed", "OSError: [Errno 12] 无法分配内存"),
+    ("rendezvous-timeout", "RuntimeError: [WinError 10061] 由于目标计算机积极拒绝，无法连接。"),
     # Level Zero / Unified Runtime (Intel XPU), XLA's BFC allocator and TPU compiler, CANN
     ("cuda-out-of-memory", "RuntimeError: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
     ("cuda-out-of-memory", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of "
