@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from distrun.diagnose import diagnose, to_json
 
 T0 = "2026-11-22T04:39:"
@@ -322,3 +324,356 @@ def test_millions_of_error_lines_keep_only_the_earliest(tmp_path: Path) -> None:
     assert len(hits) == 1 + KEEP_PER_RANK
     root = to_json(diagnose([log]))["causes"][0]
     assert (root["id"], root["rank"]) == ("cuda-invalid-device-ordinal", 1)
+
+
+# Messages as their sources write them (the format strings filled in), one per widened
+# pattern: the rule must name the category whatever the surrounding log looks like.
+SOURCE_MESSAGES = [
+    # NCCL src/misc/socket.cc, src/transport/net_socket.cc, net_ib, bootstrap.cc (WARN(...))
+    ("nccl-network", "n1:7:9 [0] misc/socket.cc:52 NCCL WARN Net : No interface found in the "
+                     "same subnet as remote address 10.0.0.2<4242>"),
+    ("nccl-network", "n1:7:9 [0] include/socket.h:344 WARN Socket creation failed : "
+                     "Address family not supported by protocol"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/Socket : no interface found"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/IB : Unable to open device mlx5_0"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: "
+                     "local catastrophic error"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN no device found matching eth9, verify "
+                     "NCCL_OOB_NET_IFNAME"),
+    # NCCL include/socket.h: a connect between ranks is the network, not the rendezvous
+    ("nccl-network", "n1:7:9 [0] include/socket.h:409 NCCL WARN Net : Connect to "
+                     "192.168.1.9<54263> failed : No route to host"),
+    # gloo/transport/tcp/device.cc (sockaddrToInterfaceName) and pair.cc (connectLoop)
+    ("nccl-network", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                     "device.cc:231] ifa != nullptr. Unable to find interface for: [10.1.1.1]:0"),
+    ("nccl-network", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] "
+                     "connect [127.0.1.1]:37915: Connection refused"),
+    ("nccl-network", "RuntimeError: [/opt/conda/conda-bld/pytorch_1/work/third_party/gloo/gloo/"
+                     "transport/tcp/pair.cc:144] no error"),
+    # NCCL net_ib.cc / net_socket.cc: sizes that differ between ranks
+    ("collective-mismatch", "n1:7:9 [1] NCCL WARN NET/IB : req 0/1 tag 7 peer 10.0.0.1<4545> "
+                            "collective mismatch error, local size 4096 remote size 8192"),
+    ("collective-mismatch", "n1:7:9 [1] NCCL WARN NET/Socket : peer 10.0.0.1<4545> message "
+                            "truncated : receiving 1048576 bytes instead of 65536. If you believe "
+                            "your socket network is in healthy state, there may be a mismatch"),
+    # torch c10d ProcessGroupGloo (strings in libtorch_cpu.so)
+    ("collective-mismatch", "RuntimeError: Received data size doesn't match expected size. Is "
+                            "there a distributed collective mismatch in your code?"),
+    # Slurm src/srun/*, src/common/slurm_opt.c, src/common/slurm_errno.c
+    ("slurm-allocation-mismatch", "srun: error: CPU binding outside of job step allocation, "
+                                  "allocated CPUs are: 0x0F."),
+    ("slurm-allocation-mismatch", "srun: error: Unable to create step for job 1234: "
+                                  "Insufficient GRES available in allocation"),
+    ("slurm-allocation-mismatch", "srun: error: You asked for 8 tasks but hostlist specified "
+                                  "2 nodes"),
+    ("slurm-allocation-mismatch", "srun: fatal: --gpus-per-task is mutually exclusive with "
+                                  "--ntasks-per-gpu and SLURM_NTASKS_PER_GPU"),
+    ("slurm-allocation-mismatch", "srun: fatal: --gpus-per-node and --gres=gpu are mutually "
+                                  "exclusive."),
+    ("slurm-allocation-mismatch", "srun: fatal: Inconsistent values set to --ntasks-per-gpu=2 and "
+                                  "--ntasks-per-tres=4"),
+    ("slurm-allocation-mismatch", "srun: error: invalid number of tasks (-n 0)"),
+    ("slurm-allocation-mismatch", "srun: error: Task launch for StepId=1932.2 failed on node "
+                                  "n40: Unable to satisfy cpu bind request"),
+    # glibc / libstdc++ symbol versioning (ld.so), as Python's ImportError shows it
+    ("nccl-cuda-library-mismatch", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version "
+                                   "`GLIBCXX_3.4.29' not found (required by "
+                                   "/site-packages/torch/lib/libtorch_python.so)"),
+    ("nccl-cuda-library-mismatch", "ImportError: /lib64/libc.so.6: version `GLIBC_2.28' not "
+                                   "found (required by /site-packages/jaxlib/xla_extension.so)"),
+    ("nccl-cuda-library-mismatch", "python: symbol lookup error: /site-packages/torch/lib/"
+                                   "libtorch_cuda.so: symbol ncclCommRegister version "
+                                   "NCCL_2.19.3 not defined in file libnccl.so.2 with link time "
+                                   "reference"),
+    # torchvision/extension.py _check_cuda_version
+    ("nccl-cuda-library-mismatch", "RuntimeError: Detected that PyTorch and torchvision were "
+                                   "compiled with different CUDA major versions. PyTorch has CUDA "
+                                   "Version=11.8 and torchvision has CUDA Version=12.1."),
+    # DeepSpeed op_builder/builder.py assert_no_cuda_mismatch
+    ("nccl-cuda-library-mismatch", "Exception: Installed CUDA version 12.1 does not match the "
+                                   "version torch was compiled with 11.8, unable to compile "
+                                   "cuda/cpp extensions without a matching cuda version."),
+    # apex setup.py check_cuda_torch_binary_vs_bare_metal
+    ("nccl-cuda-library-mismatch", "RuntimeError: Cuda extensions are being compiled with a "
+                                   "version of Cuda that does not match the version used to "
+                                   "compile Pytorch binaries."),
+    # cuDNN 8/9 frontend loader, TensorFlow dso_loader, Windows torch/__init__.py
+    ("nccl-cuda-library-mismatch", "Could not load library libcudnn_cnn_infer.so.8. Error: "
+                                   "libcudnn_cnn_infer.so.8: cannot open shared object file"),
+    ("nccl-cuda-library-mismatch", "Unable to load any of {libcudnn_ops.so.9.1.0, "
+                                   "libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}"),
+    ("nccl-cuda-library-mismatch", "OSError: [WinError 126] The specified module could not be "
+                                   "found. Error loading \"C:\\torch\\lib\\cudnn_adv_infer64_8.dll\" "
+                                   "or one of its dependencies."),
+    # XLA stream_executor cuda_dnn.cc; JAX jax/_src/lib (cuSPARSE etc. plugin checks)
+    ("nccl-cuda-library-mismatch", "E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439] "
+                                   "Loaded runtime CuDNN library: 8.5.0 but source was compiled "
+                                   "with: 8.6.0."),
+    ("nccl-cuda-library-mismatch", "RuntimeError: Unable to load cuSPARSE. Is it installed?"),
+    # CUDA runtime error strings (cudaGetErrorString), NVRTC, rocBLAS
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] NCCL WARN Cuda failure 'PTX JIT compiler library "
+                                   "not found'"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: device kernel image is invalid"),
+    ("nccl-cuda-library-mismatch", "nvrtc: error: invalid value for --gpu-architecture (-arch)"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: nvrtc: error: failed to open "
+                                   "libnvrtc-builtins.so.11.1."),
+    ("nccl-cuda-library-mismatch", "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/"
+                                   "TensileLibrary.dat: No such file or directory for GPU arch : "
+                                   "gfx1031"),
+    # torch ProcessGroupNCCL: NCCL error string ncclUnhandledCudaError (weak: a CUDA call failed)
+    ("nccl-cuda-library-mismatch", "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, "
+                                   "unhandled cuda error, NCCL version 2.14.3"),
+    # torch/serialization.py _validate_device
+    ("cuda-invalid-device-ordinal", "RuntimeError: Attempting to deserialize object on CUDA "
+                                    "device 3 but torch.cuda.device_count() is 1. Please use "
+                                    "torch.load with map_location to map your storages"),
+    # lightning_fabric/accelerators/cuda.py find_usable_cuda_devices
+    ("cuda-invalid-device-ordinal", "RuntimeError: You requested to find 4 devices but this "
+                                    "machine only has 2 GPUs."),
+    # torch distributed_c10d.py init_process_group(device_id=...)
+    ("cuda-invalid-device-ordinal", "ValueError: device_id cuda:8 is out of range. Please use a "
+                                    "device index less than the number of accelerators "
+                                    "available: 8."),
+    # torch c10d Backend.hpp, distributed_c10d.py split_group, ProcessGroupMPI.cpp, NCCLUtils
+    ("backend-device-unsupported", "RuntimeError: Backend gloo does not support "
+                                   "reduce_scatter_tensor_coalesced"),
+    ("backend-device-unsupported", "RuntimeError: No backend for the parent process group or its "
+                                   "backend does not support splitting"),
+    ("backend-device-unsupported", "RuntimeError: CUDA tensor detected and the MPI used doesn't "
+                                   "have CUDA-aware MPI support"),
+    ("backend-device-unsupported", "RuntimeError: Unconvertible NCCL type Bool"),
+    # torch distributed_c10d.py (backend-string parsing, default backends) and
+    # ProcessGroupGloo.cpp (sparse allreduce); the MPS dispatcher's missing c10d kernels
+    ("backend-device-unsupported", "ValueError: Unknown backend 'xccl'. Specify a "
+                                   "'device:backend' string or use one of: ['gloo', 'nccl']"),
+    ("backend-device-unsupported", "ValueError: Default backend not registered for device : xpu"),
+    ("backend-device-unsupported", "RuntimeError: We detected accelerator npu on your machine. But "
+                                   "we don't know which communication backend to use for this "
+                                   "accelerator."),
+    ("backend-device-unsupported", "ValueError: monitored_barrier is only implemented for GLOO "
+                                   "backend."),
+    ("backend-device-unsupported", "ValueError: Invalid device:backend pairing: cpu:gloo,cuda."),
+    ("backend-device-unsupported", "RuntimeError: ProcessGroupGloo::allreduce: unsupported layout"),
+    ("backend-device-unsupported", "NotImplementedError: The operator 'c10d::allgather_' is not "
+                                   "currently implemented for the MPS device."),
+    # torch c10d ProcessGroup*.cpp: "ProcessGroupX does not support <op>" (HCCL, Gloo, UCC...)
+    ("backend-device-unsupported", "RuntimeError: ProcessGroupHCCL does not support alltoall_base"),
+    # Windows: torch/__init__.py loading its DLLs (a missing VC++/CUDA runtime), Python's
+    # extension loader; nvcc without the GPU's architecture; torch cpp_extension and
+    # DeepSpeed op_builder without a CUDA toolkit
+    ("nccl-cuda-library-mismatch", "OSError: [WinError 126] The specified module could not be "
+                                   "found. Error loading \"C:\\Python311\\Lib\\site-packages\\"
+                                   "torch\\lib\\fbgemm.dll\" or one of its dependencies."),
+    ("nccl-cuda-library-mismatch", "ImportError: DLL load failed while importing _C: The "
+                                   "specified module could not be found."),
+    ("nccl-cuda-library-mismatch", "nvcc fatal   : Unsupported gpu architecture 'compute_89'"),
+    ("nccl-cuda-library-mismatch", "ImportError: libc10.so: cannot open shared object file: No "
+                                   "such file or directory"),
+    ("nccl-cuda-library-mismatch", "OSError: CUDA_HOME environment variable is not set. Please "
+                                   "set it to your CUDA install root."),
+    ("nccl-cuda-library-mismatch", "deepspeed.ops.op_builder.builder.MissingCUDAException: "
+                                   "CUDA_HOME does not exist, unable to compile CUDA op(s)"),
+    # zsh job control after the OOM killer
+    ("host-oom-or-killed", "[1]    12345 killed     python train.py"),
+    # Ray's host OOM is not a device OOM (ray/exceptions.py OutOfMemoryError)
+    ("host-oom-or-killed", "ray.exceptions.OutOfMemoryError: Task was killed due to the node "
+                           "running low on memory."),
+    # Windows ERROR_COMMITMENT_LIMIT (os error 1455) raised by torch/__init__.py's DLL loading;
+    # numpy/core/_exceptions.py _ArrayMemoryError; errno ENOMEM from os.fork / mmap
+    ("host-oom-or-killed", "OSError: [WinError 1455] The paging file is too small for this "
+                           "operation to complete. Error loading \"C:\\torch\\lib\\cudnn64_8.dll\""),
+    ("host-oom-or-killed", "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB "
+                           "for an array with shape (1000, 1000, 1000) and data type float64"),
+    ("host-oom-or-killed", "OSError: [Errno 12] Cannot allocate memory"),
+    # bitsandbytes cuda_setup/main.py; TensorFlow/XLA dso_loader "Could not load symbol"
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA Setup failed despite GPU being available. "
+                                   "Please run the following command to get more information:"),
+    ("nccl-cuda-library-mismatch", "Could not load symbol cublasGetSmCountTarget from "
+                                   "libcublas.so.11. Error: undefined symbol: cublasGetSmCountTarget"),
+    # torch c10d: an op a backend lacks (weak: low confidence)
+    ("backend-device-unsupported", "RuntimeError: all_to_all is not supported with the gloo backend"),
+    # NCCL (older src/include/shm.h): the shared-memory segment does not fit in /dev/shm
+    ("shm-bus-error", "n1:7:9 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : "
+                      "No space left on device"),
+    ("shm-bus-error", "n1:7:9 [0] include/shm.h:48 NCCL WARN Error: failed to extend "
+                      "/dev/shm/nccl-0DWnBa to 9637892 bytes"),
+    # Kaggle's kernel restart message after the container's memory limit
+    ("host-oom-or-killed", "Your notebook tried to allocate more memory than is available. It "
+                           "has restarted."),
+    # torch/distributed/elastic/multiprocessing/api.py: a worker killed by a signal has a
+    # negative exit code; errors/__init__.py writes "Signal 6 (SIGABRT) received by PID"
+    ("elastic-summary-no-root-cause", "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+                                      "(exitcode: -6) local_rank: 1 (pid: 1234) of binary: "
+                                      "/usr/bin/python"),
+    ("elastic-summary-no-root-cause", "  exitcode  : -11 (pid: 1234)"),
+    ("elastic-summary-no-root-cause", "  traceback : Signal 6 (SIGABRT) received by PID 1234"),
+    # torch/csrc/DataLoader.cpp worker signal handlers
+    ("dataloader-worker-killed", "ERROR: Unexpected segmentation fault encountered in worker."),
+    # bash/zsh job control and exit status 128+15 after SIGTERM (as 'Killed' / 137 for SIGKILL)
+    ("stopped-externally", "/var/spool/slurmd/job1234/slurm_script: line 12: 56789 Terminated"
+                           "              python train.py"),
+    ("stopped-externally", "[1]+  Terminated              python train.py"),
+    ("stopped-externally", "[1]    12345 terminated  python train.py"),
+    ("stopped-externally", "Process finished with exit code 143 (interrupted by signal 15: SIGTERM)"),
+    # Windows socket error 10048 in a Chinese locale (the English text is matched already)
+    ("address-in-use", "RuntimeError: [enforce fail at C:\\torch\\gloo\\transport\\uv\\"
+                       "address.cc] 通常每个套接字地址(协议/网络地址/端口)只允许使用一次。"),
+    # the same errors in a zh_CN locale (glibc's strerror, Windows' message table)
+    ("address-in-use", "OSError: [Errno 98] 地址已在使用"),
+    ("host-oom-or-killed", "OSError: [Errno 12] 无法分配内存"),
+    ("rendezvous-timeout", "RuntimeError: [WinError 10061] 由于目标计算机积极拒绝，无法连接。"),
+    # Level Zero / Unified Runtime (Intel XPU), XLA's BFC allocator and TPU compiler, CANN
+    ("cuda-out-of-memory", "RuntimeError: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
+    ("cuda-out-of-memory", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of "
+                           "memory while trying to allocate 17179869184 bytes."),
+    ("cuda-out-of-memory", "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of "
+                           "memory in memory space hbm."),
+    # CPython threading: a thread's exception at interpreter exit
+    ("exit-time-abort", "Exception in thread Thread-3 (most likely raised during interpreter "
+                        "shutdown):"),
+    # torch/csrc/distributed/c10d/reducer.cpp and comm.cpp: the model differs between ranks
+    ("collective-mismatch", "RuntimeError: DDP expects same model across all ranks, but Rank 1 "
+                            "has 200 params, while rank 0 has inconsistent 100 params."),
+    ("collective-mismatch", "RuntimeError: [1]: params[0] in this process with sizes [10, 5] "
+                            "appears not to match sizes of the same param in process 0."),
+    # CPython 3.12 threading.start_new_thread during finalisation
+    ("exit-time-abort", "RuntimeError: can't create new thread at interpreter shutdown"),
+    # DeepSpeed runtime/state_dict_factory.py: a model-parallel checkpoint of another size
+    ("checkpoint-layout-mismatch", "AssertionError: Invalid checkpoints and world size for sd "
+                                   "split"),
+    # NCCL's "<address><port> failed : <strerror>" as torch repeats it after "Last error:"
+    ("nccl-network", "Connect to 10.0.0.2<43001> failed : Connection refused"),
+    # Slurm srun (a task's exit, prefix peeled) and DeepSpeed launcher/launch.py sigkill_handler
+    ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
+    ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
+                                      "'--local_rank=1'] exits with return code = 1"),
+]
+
+
+@pytest.mark.parametrize(("rule", "text"), SOURCE_MESSAGES)
+def test_source_messages_name_their_category(tmp_path: Path, rule: str, text: str) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("step 100 loss 1.0\n" + text + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == rule
+
+
+def test_summary_root_cause_block_names_the_rank_after_the_other_failures(
+    tmp_path: Path,
+) -> None:
+    # torch/distributed/elastic/multiprocessing/errors/error_handler + __init__.py: the
+    # "Failures:" section comes first, "Root Cause (first observed failure):" last.
+    log = tmp_path / "launcher.log"
+    block = ("[{i}]:\n  time      : 2024-05-01_10:00:0{i}\n  host      : node1\n"
+             "  rank      : {rank} (local_rank: {rank})\n  exitcode  : 1 (pid: 4{i})\n"
+             "  error_file: <N/A>\n")
+    log.write_text("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "train.py FAILED\nFailures:\n" + block.format(i=1, rank=3)
+                   + "Root Cause (first observed failure):\n" + block.format(i=0, rank=2))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("elastic-summary-no-root-cause", 2)
+    assert "look in the log of rank 2" in root["note"]
+
+
+def test_old_torch_summary_names_the_global_rank_of_the_sigkill(tmp_path: Path) -> None:
+    # torch 1.9 wrote "rank: 5 (local_rank: 1)" and "exitcode: -9 (pid: ...)"
+    log = tmp_path / "launcher.log"
+    log.write_text("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+                   "local_rank: 1 (pid: 1235) of binary: /usr/bin/python3\n"
+                   "Root Cause:\n[0]:\n  time: 2021-08-01_10:00:00\n"
+                   "  rank: 5 (local_rank: 1)\n  exitcode: -9 (pid: 1235)\n"
+                   "  error_file: <N/A>\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("host-oom-or-killed", 5)
+
+
+def test_job_script_pasted_after_the_error_is_its_context(tmp_path: Path) -> None:
+    log = tmp_path / "issue.log"
+    error = "RuntimeError: CUDA error: invalid device ordinal\n"
+    script = "slurm script used:\n#!/bin/bash\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-task=1\n"
+    log.write_text(error + script)
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "slurm-allocation-mismatch"
+    log.write_text(error)
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-invalid-device-ordinal"
+
+
+def test_a_startup_warning_never_outranks_the_error(tmp_path: Path) -> None:
+    # xformers/__init__.py warns at import on a build mismatch; the run then fails otherwise
+    log = tmp_path / "job.log"
+    log.write_text("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was "
+                   "built for:\n    PyTorch 2.0.1+cu118 with CUDA 1108 (you have 2.1.0+cu121)\n"
+                   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-out-of-memory"
+
+
+def test_informational_plugin_and_dlopen_lines_name_no_cause(tmp_path: Path) -> None:
+    # NCCL src/plugin/net.cc probing libnccl-net.so (absent: the internal transport is
+    # used); TensorFlow's dso_loader probing libcudart on a machine without a GPU
+    log = tmp_path / "job.log"
+    log.write_text("n1:7:7 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+                   "libnccl-net.so: cannot open shared object file: No such file or directory\n"
+                   "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not "
+                   "load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot "
+                   "open shared object file: No such file or directory\n"
+                   "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system "
+                   "error, NCCL version 2.14.3\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("nccl-network", "low")
+
+
+def test_torch_probing_ipv6_localhost_is_not_a_rendezvous_failure(tmp_path: Path) -> None:
+    # torch c10d socket.cpp (2.0-2.2) warns and tries the next address; the launcher's
+    # summary is what is left
+    log = tmp_path / "job.log"
+    log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[localhost]:29500 (errno: 99 - Cannot assign requested address).\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "elastic-summary-no-root-cause"
+    log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[node2]:29500 (errno: 111 - Connection refused).\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "rendezvous-timeout"
+
+
+def test_monitored_barrier_names_the_rank_it_waited_for(tmp_path: Path) -> None:
+    # torch ProcessGroupGloo.cpp monitoredBarrier, on the rank that did arrive
+    log = tmp_path / "job.log"
+    log.write_text("[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but "
+                   "received errors while waiting for send/recv from rank 0. Please check rank 0 "
+                   "logs for faulty rank.\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+    assert "look in the log of rank 0" in root["note"]
+
+
+def test_ultralytics_device_check_with_devices_visible_is_an_ordinal(tmp_path: Path) -> None:
+    # ultralytics/utils/torch_utils.py select_device: the check, then what torch sees
+    log = tmp_path / "job.log"
+    check = ("ValueError: Invalid CUDA 'device=4' requested. Use 'device=cpu' or pass valid CUDA "
+             "device(s) if available, i.e. 'device=0' or 'device=0,1,2,3' for Multi-GPU.\n\n")
+    log.write_text(check + "torch.cuda.is_available(): True\ntorch.cuda.device_count(): 2\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-invalid-device-ordinal"
+    log.write_text(check + "torch.cuda.is_available(): False\ntorch.cuda.device_count(): 0\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "cuda-unavailable"
+
+
+def test_signal_numbers_are_read_in_a_paste_that_lost_its_newlines(tmp_path: Path) -> None:
+    # torch/distributed/elastic/multiprocessing/api.py SignalException, pasted as one line
+    log = tmp_path / "issue.log"
+    log.write_text("torch.distributed.elastic.multiprocessing.api.SignalException: Process 40121 "
+                   "got signal: 15 Traceback (most recent call last): File \"run.py\", line 8\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "stopped-externally"
+    log.write_text("torch.distributed.elastic.multiprocessing.api.SignalException: Process 40121 "
+                   "got signal: 9 Traceback (most recent call last): File \"run.py\", line 8\n")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "host-oom-or-killed"
+
+
+def test_weak_wording_after_an_unknown_error_gives_no_known_cause(tmp_path: Path) -> None:
+    # torch >= 2.4 warns "process group has NOT been destroyed" whenever a rank exits
+    # without destroy_process_group, after any crash: it does not explain the crash
+    log = tmp_path / "job.log"
+    log.write_text("[rank1]: ValueError: label 7 is out of range for this head\n"
+                   "[rank1]:[W ProcessGroupNCCL.cpp:1168] Warning: WARNING: process group has NOT "
+                   "been destroyed before we destruct ProcessGroupNCCL.\n")
+    result = to_json(diagnose([log]))
+    assert result["causes"] == []
+    assert "ValueError: label 7" in result["unrecognised"][0]["text"]

@@ -16,6 +16,9 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"[rank3]: {OOM}", 3, None),  # torchrun >= 2.2
     (f"[default3]: {OOM}", 3, None),  # torchrun --tee / accelerate
     (f"[rank: 3] {OOM}", 3, None),  # Lightning
+    (f"[RANK 3] {OOM}", 3, None),  # loggers that print the rank upper-case
+    (f"[rank=3] {OOM}", 3, None),
+    (f"[RANK:3] {OOM}", 3, None),
     (f"[1,3]<stderr>: {OOM}", 3, None),  # Open MPI --tag-output
     (f"[1,3]<stdout>:{OOM}", 3, None),
     (f"srun: error: node12: task 5: {OOM}", 5, "node12"),
@@ -36,6 +39,8 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     (f"> > {OOM}", None, None),  # quoted in a Markdown reply
     (f"(pid=1521961) {OOM}", None, None),  # older Ray
     (f"│ {OOM}   │", None, None),  # rich traceback box
+    (f"- root - ERROR - {OOM}", None, None),  # Python logging's default format (stamp peeled)
+    (f"__main__ - ERROR - {OOM}", None, None),
 ])
 def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str | None) -> None:
     logical = logical_lines(line)
@@ -53,6 +58,12 @@ def test_prefix_is_stripped_and_names_the_rank(line: str, rank: int, node: str |
     ("mpirun noticed that process rank 3 with PID 4242 on node n1 exited on signal 9 (Killed).", 3),
     ("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD", 2),
     ("Process 1 exit with status code 1.", 1),  # horovodrun
+    ("RANK 3: torch.OutOfMemoryError: CUDA out of memory", 3),
+    ("worker rank=5 failed: torch.OutOfMemoryError", 5),
+    ("RuntimeError: [1]: params[0] in this process with sizes [10, 5] appears not to match sizes "
+     "of the same param in process 0.", 1),
+    ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving "
+     "ncclUniqueId from [0] via c10d key-value store by key '0'", 3),
 ])
 def test_rank_named_in_the_message(text: str, rank: int) -> None:
     assert rank_in_text(text) == rank
@@ -118,3 +129,41 @@ def test_literal_newline_paste_finds_the_cause_and_its_line(tmp_path: Path) -> N
 def test_ansi_inside_the_message_is_ignored(tmp_path: Path) -> None:
     cause = diagnosed(tmp_path, "\x1b[1;31mRuntimeError\x1b[0m: \x1b[33mCUDA out of memory\x1b[0m\n")
     assert cause["id"] == "cuda-out-of-memory"
+
+
+def test_message_wrapped_over_three_lines_and_mid_word_is_found(tmp_path: Path) -> None:
+    # a terminal 40 columns wide cuts torch's OOM message mid-word, over three lines
+    log = tmp_path / "paste.log"
+    log.write_text("[rank2]: torch.OutOfMemoryError: CUDA ou\n"
+                   "t of memory. Tried to allocate 2.00 GiB. \n"
+                   "GPU 0 has a total capacity of 79 GiB\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 2)
+
+
+def test_wrapped_error_line_joins_the_launcher_summary_it_starts(tmp_path: Path) -> None:
+    # subprocess.CalledProcessError as DeepSpeed/accelerate print it, wrapped by the paste:
+    # the first piece alone looks like an unknown error, the joined lines are the summary
+    log = tmp_path / "paste.log"
+    log.write_text("subprocess.CalledProcessError: Command '['/opt/conda/bin/python3', '-u',\n"
+                   "'main.py', '--local_rank=1']' returned non-zero exit status 1.\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "elastic-summary-no-root-cause"
+
+
+def test_html_character_references_are_decoded() -> None:
+    # text copied from a web page's source keeps &#39; and &quot;
+    assert logical_lines("KeyError: &#39;LOCAL_RANK&#39;")[0].text == "KeyError: 'LOCAL_RANK'"
+
+
+def test_a_paste_that_lost_its_newlines_is_cut_where_records_start(tmp_path: Path) -> None:
+    # one line: the elastic summary first, the rank's own error (the cause) after it
+    noise = "step 1 loss 2.0 " * 20
+    flat = (f"{noise}torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+            f"train.py FAILED {noise} [rank1]: Traceback (most recent call last): "
+            f"File \"train.py\", line 3 [rank1]: {OOM}")
+    assert len(flat) > 400
+    log = tmp_path / "paste.log"
+    log.write_text(flat + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 1)

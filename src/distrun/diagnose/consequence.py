@@ -25,7 +25,9 @@ TIMEOUT_RULE = "collective-timeout"
 SUMMARY_RULE = "elastic-summary-no-root-cause"
 
 _WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
-_BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier")
+_ROOT_CAUSE = "Root Cause (first observed failure)"
+_BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
+                      r"|waiting for send/recv from rank (\d+)")
 
 Work = tuple[str, str, str]  # OpType, NumelIn, NumelOut
 
@@ -79,9 +81,24 @@ def _named_suspects(secondary: list[Hit]) -> list[int]:
     for hit in secondary:
         found = _BARRIER.search(hit.text)
         if found is not None:
-            return [int(r) for r in re.findall(r"\d+", found.group(1))]
-    summary = [h.rank for h in secondary if h.rule_id == SUMMARY_RULE and h.rank is not None]
-    return summary[:1]
+            return [int(r) for r in re.findall(r"\d+", found.group(1) or found.group(2))]
+    first = first_failure_rank([h for h in secondary if h.rule_id == SUMMARY_RULE])
+    return [] if first is None else [first]
+
+
+def first_failure_rank(summary: list[Hit]) -> int | None:
+    """The rank a launcher's failure summary names as the first failure.
+
+    torchelastic lists the other failures first and the root cause last, under
+    ``Root Cause (first observed failure):``; the rank named after that line wins,
+    else the first rank any summary line names (older torch put ``Root Cause:``
+    first, Open MPI and srun name one rank per line in order).
+    """
+    roots = [(h.file, h.line) for h in summary if _ROOT_CAUSE in h.text]
+    ranked = [h for h in summary if h.rank is not None]
+    after = [h for h in ranked if any(h.file == f and h.line > line for f, line in roots)]
+    chosen = after or ranked
+    return chosen[0].rank if chosen else None
 
 
 def _silent_ranks(secondary: list[Hit], info: RunInfo) -> list[int]:

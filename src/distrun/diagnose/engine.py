@@ -9,7 +9,8 @@ because one rank died: a cause wins even when it comes later in the file.
 With only consequences, the verdict says so and names where the cause must be
 (see :mod:`distrun.diagnose.consequence`). An error line no rule knows, seen
 before any secondary signature, gives "no known cause" with the earliest error
-lines instead of a confident wrong answer.
+lines instead of a confident wrong answer; so does an unknown error line before
+a cause matched only by a weak wording (one that other failures share).
 
 Confidence: ``high`` for a cause matched by a strong signature with no unknown
 error before it; ``medium`` for a cause with unknown errors before it, one
@@ -29,7 +30,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from distrun.diagnose.consequence import mismatch_hits, where_to_look
+from distrun.diagnose.consequence import first_failure_rank, mismatch_hits, where_to_look
 from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
@@ -58,7 +59,7 @@ from distrun.estimate.oom import report as oom_report
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
-CONTEXT_LINES = 200  # a frame or job-script line this far above an error is its context
+CONTEXT_LINES = 200  # a frame or job-script line this near an error (either side) is its context
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
@@ -223,8 +224,11 @@ def decide(
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
     primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
-    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID], primary)
+    generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID],
+                         [h for h in primary if h.strong])
     primary = sorted(primary + mismatch_hits(secondary), key=lambda h: (not h.strong, h.key()))
+    if primary and _weak_after_unknown(primary[0], generic):
+        primary = []  # a wording other failures share explains no error that came before it
     if primary:
         before = tuple(g for g in generic if g.key() < primary[0].key())[:MAX_UNRECOGNISED]
         causes = _with_summary_rank(_causes(primary, secondary, rules, info, bool(before)),
@@ -234,7 +238,10 @@ def decide(
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
         causes = _causes(ordered, [], rules, info, False)
         note = where_to_look(secondary, info)
-        causes = (replace(causes[0], confidence="medium", note=note), *causes[1:])
+        named = _summary_rank(secondary, rules)
+        rank = named if causes[0].rule.category == "launcher" and named is not None \
+            else causes[0].rank
+        causes = (replace(causes[0], confidence="medium", note=note, rank=rank), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
     unknown = tuple(generic[:MAX_UNRECOGNISED])
     named = _summary_rank(secondary, rules)
@@ -243,10 +250,15 @@ def decide(
     return Diagnosis((), unknown, failed_exits, files)
 
 
+def _weak_after_unknown(best: Hit, generic: list[Hit]) -> bool:
+    """The best cause is only a weak wording and an unrecognised error came before it."""
+    return not best.strong and any(g.key() < best.key() for g in generic)
+
+
 def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
     """The rank the launcher's failure summary names (the first failure)."""
-    return next((h.rank for h in secondary
-                 if h.rank is not None and rules.by_id(h.rule_id).category == "launcher"), None)
+    return first_failure_rank([h for h in secondary
+                               if rules.by_id(h.rule_id).category == "launcher"])
 
 
 def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
@@ -256,7 +268,7 @@ def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
     refined: list[Hit] = []
     for hit in rest:
         better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
-                       if c.file == hit.file and 0 <= hit.line - c.line <= CONTEXT_LINES
+                       if c.file == hit.file and abs(hit.line - c.line) <= CONTEXT_LINES
                        and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
                       None) or _refined_in_place(hit, rules)
         refined.append(replace(hit, rule_id=better, derived=True) if better and hit.strong else hit)
@@ -290,7 +302,9 @@ def _with_summary_rank(
         # The launcher saw another rank fail first: this cause may be a consequence.
         level = max(root.confidence, "medium", key=CONFIDENCES.index)
         return (replace(root, confidence=level), *causes[1:])
-    return causes
+    # The cause's own lines include the rank the summary names (a line that named
+    # only the local rank came first): the summary's global rank is the one to name.
+    return (replace(root, rank=named), *causes[1:])
 
 
 def _secondary_rank(hit: Hit, rules: RuleSet) -> int:

@@ -9,13 +9,14 @@ Three stages, none of which loops over the rules for every line:
    timestamp, ANSI codes and launcher prefixes off, literal ``\\n`` pastes split;
 3. attribution of each logical line to one rule: with Hyperscan, the ids of
    the patterns that match the line (no Python regex is compiled at all);
-   without it, one Python alternation per group. Groups in order: strong
-   signatures (file order), the rank context, weak wordings, context frames,
-   generic error lines.
+   without it, one Python alternation per group. Groups in order: benign
+   informational lines (dropped), strong signatures (file order), the rank
+   context, weak wordings, context frames, generic error lines.
 
 Small files (pasted excerpts, up to ``SMALL_BYTES``) are normalised whole
-first, and each pair of adjacent logical lines is matched joined as well, so a
-message a terminal wrapped in the middle is still found.
+first, and runs of two and three adjacent logical lines are matched joined as
+well (with a space, and without one for a cut mid-word), so a message a terminal
+or a paste wrapped is still found.
 
 Memory is bounded: chunks of ``CHUNK_BYTES``; a line longer than
 ``MAX_LINE`` is considered up to that length and the rest of it is skipped.
@@ -31,6 +32,8 @@ from io import BufferedIOBase
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
 from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
 from distrun.diagnose.rules import (
+    BENIGN_ID,
+    BENIGN_PATTERNS,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
@@ -44,6 +47,10 @@ from distrun.diagnose.sources import parse_time
 CHUNK_BYTES = 8 << 20
 SMALL_BYTES = 4 << 20
 _MAX_LINE_BYTES = MAX_LINE * 4  # a capped line of 4-byte characters
+# Wrapped messages are joined for small inputs: two, then three lines, with a space (a
+# wrap at a word boundary, whose space the normaliser trimmed) or with nothing (a
+# terminal that cut the line mid-word).
+WRAPS = ((2, " "), (2, ""), (3, " "), (3, ""))
 
 
 @dataclass(frozen=True)
@@ -86,13 +93,19 @@ class Matcher:
         self.finder = make_finder(patterns, lambda: keys_for(patterns), fast)
         self._hs = self.finder if isinstance(self.finder, HyperscanFinder) else None
         self._regexes: list[tuple[str, re.Pattern[str], bool]] | None = None
+        self._each: list[re.Pattern[str]] | None = None
 
     def classify(self, text: str) -> tuple[str, bool] | None:
         """(rule id, strong) of the first rule that matches ``text``; None: no match.
 
-        "First" in attribution order: strong signatures (file order), the rank
-        context, weak wordings, context frames, generic error lines.
+        "First" in attribution order: benign lines (never a hit), strong signatures
+        (file order), the rank context, weak wordings, context frames, generic error
+        lines.
         """
+        found = self._first_match(text)
+        return None if found is None or found[0] == BENIGN_ID else found
+
+    def _first_match(self, text: str) -> tuple[str, bool] | None:
         if self._hs is not None:
             ids = self._hs.matching(text.encode("utf-8", "replace"))
             if not ids:
@@ -181,20 +194,62 @@ class Matcher:
         texts = [e.logical.text for e in entries]
         hits: dict[int, RawHit] = {}
         for index in self._candidates(texts):
+            if index >= len(entries):
+                continue
             entry = entries[index]
             found = self.classify(entry.logical.text)
             if found is not None:
                 hits[index] = _hit(found, entry.line, entry.time, entry.logical)
-        pairs = [texts[i] + " " + texts[i + 1] for i in range(len(texts) - 1)]
-        for index in self._candidates(pairs):
-            if _is_rule(hits.get(index)) or _is_rule(hits.get(index + 1)):
-                continue
-            found = self.classify(pairs[index])
-            if found is not None and _names_a_cause(found[0]):
-                entry = entries[index]
-                joined = Logical(pairs[index], entry.logical.rank, entry.logical.node)
-                hits[index] = _hit(found, entry.line, entry.time, joined)
+        for width, glue in WRAPS:
+            self._join_wrapped(entries, texts, hits, width, glue)
         yield from (hits[i] for i in sorted(hits))
+
+    def _join_wrapped(self, entries: list[_Entry], texts: list[str], hits: dict[int, RawHit],
+                      width: int, glue: str) -> None:
+        """Match ``width`` adjacent lines joined by ``glue`` where none names a cause alone.
+
+        A line that matched only a weak wording or the generic error pattern may be a
+        piece of the joined message: when the joined text names a cause (a strong one,
+        or the same rule's weak one), the pieces' own hits give way to it.
+        """
+        joined = [glue.join(texts[i : i + width]) for i in range(len(texts) - width + 1)]
+        for index in self._candidates(joined):
+            members = [hits.get(index + k) for k in range(width)] if index < len(joined) else []
+            if not members or any(m is not None and _is_rule(m) and m.strong for m in members):
+                continue
+            found = self.classify(joined[index])
+            if found is None or not _names_a_cause(found[0]):
+                continue
+            if not found[1] and not self._weak_join_gains(found[0], members,
+                                                          texts[index : index + width], glue):
+                continue
+            for k in range(1, width):
+                hits.pop(index + k, None)
+            entry = entries[index]
+            logical = Logical(joined[index], entry.logical.rank, entry.logical.node)
+            hits[index] = _hit(found, entry.line, entry.time, logical)
+
+    def _weak_join_gains(self, rule_id: str, members: list[RawHit | None], pieces: list[str],
+                         glue: str) -> bool:
+        """A weak wording found in joined lines: worth it when no piece named a cause, or
+        when an unknown error piece is part of the wording (without it, it is not found)."""
+        named = [m for m in members if _is_rule(m)]
+        if not named:
+            return True
+        unknown = [k for k, m in enumerate(members) if m is not None and m.rule_id == GENERIC_ERROR_ID]
+        if not unknown or any(m is not None and m.rule_id != rule_id for m in named):
+            return False
+        rest = glue.join(p for k, p in enumerate(pieces) if k not in unknown)
+        gained = self._pattern_ids(glue.join(pieces)) - self._pattern_ids(rest)
+        return any(self._owner[i][1] == rule_id for i in gained)
+
+    def _pattern_ids(self, text: str) -> set[int]:
+        """Indices (attribution order) of the patterns that match ``text``."""
+        if self._hs is not None:
+            return set(self._hs.matching(text.encode("utf-8", "replace")))
+        if self._each is None:
+            self._each = [re.compile(p) for _, _, group in self._groups for p in group]
+        return {i for i, regex in enumerate(self._each) if regex.search(text)}
 
     def _candidates(self, texts: list[str]) -> Iterator[int]:
         """Indices of the texts the line finder picks."""
@@ -208,7 +263,8 @@ class Matcher:
 
 def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
     """(rule id, strong, patterns) in the order that decides which rule a line belongs to."""
-    groups = [(r.id, True, r.patterns) for r in rules.rule]
+    groups: list[tuple[str, bool, tuple[str, ...]]] = [(BENIGN_ID, False, BENIGN_PATTERNS)]
+    groups.extend((r.id, True, r.patterns) for r in rules.rule)
     groups.append((RANK_CONTEXT_ID, True, RANK_CONTEXT_PATTERNS))
     groups.extend((r.id, False, r.weak) for r in rules.rule if r.weak)
     groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)

@@ -25,10 +25,23 @@ _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
     r"(?:\s+(?:out|err)\b)?[\s:,-]*"
 )
+# HTML character references in text copied from a web page's source.
+_ENTITIES = {"&#39;": "'", "&#x27;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">",
+             "&amp;": "&", "&#34;": '"', "&nbsp;": " "}
+_ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
+# A line this long with no newline may be a paste that lost them: it is cut before the
+# starts of records (a traceback, an exception, a timestamp, a rank or launcher prefix).
+FLAT_LINE = 400
+_RECORD = re.compile(
+    r" (?=Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[T ]\d\d:"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: |[EWI]\d{4} \d\d:"
+    r"|Killed$|[\w.-]+:\d+:\d+ \[\d+\] )"
+)
 # Leading prefixes: (regex, group of the rank, group of the node).
 _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
-    (re.compile(r"\[rank:\s?(\d+)\]:?\s?"), 1, 0),  # Lightning's rank_zero / rank prefix
+    # Lightning's [rank: 3], loggers' [RANK 3] / [rank=3] / [RANK:3]
+    (re.compile(r"\[(?:rank|Rank|RANK)(?::\s?|=|\s)(\d+)\]:?\s?"), 1, 0),
     (re.compile(r"\[(\d+),(\d+)\]<std(?:out|err)>:\s?"), 2, 0),  # Open MPI --tag-output
     # Ray actors (older Ray: no actor name) and vLLM workers: (TaskRunner pid=4), (pid=4),
     # (VllmWorker rank=3 pid=4)
@@ -41,6 +54,10 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?"), 0, 0),  # glog
     (re.compile(r"(?:>[ \t]?)+(?=\S)|[\u2502\u2503][ \t]"), 0, 0),  # Markdown quote, rich box
     (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
+    # Python logging's "%(asctime)s - %(name)s - %(levelname)s - " after its timestamp,
+    # and a Markdown list dash
+    (re.compile(r"-\s(?:[\w.]+\s-\s)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s)?(?=\S)"), 0, 0),
+    (re.compile(r"[\w.]+\s-\s(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s"), 0, 0),
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
@@ -54,12 +71,16 @@ _IN_TEXT = (
     re.compile(r"\bprocess_id\s*[=:]\s*(\d+)"),
     re.compile(r"\blocal_rank\s*:\s*(\d+)"),
     re.compile(r"\bRank (\d+)\b"),
+    re.compile(r"\bRANK[ :=]\s?(\d+)\b"),
+    re.compile(r"\brank=(\d+)\b"),
     re.compile(r"\[rank(\d+)\]"),
     re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
     re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited|exit) with"),  # mp.spawn, horovodrun
     re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
+    re.compile(r"\[(\d+)\]: params\["),  # DDP's parameter check across processes
+    re.compile(r"\[(\d+)\] is setting up NCCL communicator"),  # ProcessGroupNCCL's store wait
 )
 # JAX names tasks and processes; only trusted on JAX lines (a pid is a "process" too).
 _JAX_IN_TEXT = (re.compile(r"/task:(\d+)"), re.compile(r"\b[Pp]rocess (\d{1,4})\b(?! closing)"))
@@ -75,24 +96,32 @@ class Logical:
 
 
 def clean(raw: str) -> str:
-    """ANSI codes off and the length capped."""
+    """ANSI codes and HTML character references off, the length capped."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
+    if "&" in raw and ";" in raw:
+        raw = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], raw)
     return raw[:MAX_LINE]
 
 
 def logical_lines(raw: str) -> list[Logical]:
-    """The logical lines of one raw line (several for a literal-``\\n`` paste)."""
+    """The logical lines of one raw line (several for a literal-``\\n`` paste, or for a
+    long paste whose newlines were lost: split where a new record starts)."""
     text = clean(raw)
-    parts = _PARTS.split(text) if ("\\n" in text or "\r" in text) else [text]
+    if "\\n" in text or "\r" in text:
+        parts = _PARTS.split(text)
+    elif len(text) > FLAT_LINE:
+        parts = _RECORD.split(text)
+    else:
+        parts = [text]
     lines: list[Logical] = []
-    outer: Logical | None = None
+    named: Logical | None = None  # the last part whose prefix named a rank
     for part in parts:
         line = strip_prefixes(part)
-        if outer is None:
-            outer = line
-        elif line.rank is None and outer.rank is not None:
-            line = Logical(line.text, outer.rank, line.node or outer.node)
+        if line.rank is not None:
+            named = line
+        elif named is not None:
+            line = Logical(line.text, named.rank, line.node or named.node)
         if line.text.strip():
             lines.append(line)
     return lines or [Logical("")]

@@ -29,9 +29,29 @@ RANK_CONTEXT_ID = "rank-context"
 
 # Lines that look like an error but match no rule: the "no known cause" evidence.
 GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
+# Informational lines that carry an error-like wording but never a cause; they are
+# matched first and dropped, so that the wording does not name a cause by accident.
+BENIGN_ID = "benign-line"
+BENIGN_PATTERNS = (
+    # NCCL src/plugin: probing the optional net/tuner/profiler plugins, e.g. "NCCL INFO
+    # NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open
+    # shared object file" when none is installed (the internal transport is used)
+    "NCCL INFO (NET|TUNER|PROFILER|ENV)/Plugin",
+    "No plugin found \\(libnccl-",
+    # TensorFlow's dso_loader probing the CUDA libraries at import (transformers imports it
+    # in torch jobs too); TF says "Ignore above cudart dlerror if you do not have a GPU set
+    # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU
+    "dso_loader\\.cc:[0-9]+\\] Could not load dynamic library",
+    # torch c10d socket.cpp warning while it tries IPv6 and IPv4 for a local store (torch
+    # 2.0-2.2): "[W socket.cpp:601] [c10d] The client socket has failed to connect to
+    # [localhost]:29500 (errno: 99 - Cannot assign requested address)." It goes on with
+    # the next address; a real failure ends in "The client socket has timed out after".
+    "\\[c10d\\] The (client|server) socket .*\\[(localhost|::|::1|127\\.0\\.0\\.1)\\]:[0-9]+ "
+    "\\(errno: (97|99) - ",
+)
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = (
-    "rank      : [0-9]+ \\(local_rank",
+    "rank *: [0-9]+ \\(local_rank",  # torch < 1.10 wrote "rank: 3 (local_rank: 3)"
     "Process [0-9]+ terminated with the following error",  # torch.multiprocessing.spawn
 )
 
@@ -176,7 +196,8 @@ class RuleSet:
     def all_patterns(self) -> list[str]:
         """Every pattern the engine matches (the grep -f list)."""
         own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
-        return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS)
+        return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS) + list(
+            BENIGN_PATTERNS)
 
 
 def check_pattern(pattern: str) -> None:
