@@ -547,6 +547,58 @@ SOURCE_MESSAGES = [
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
                                       "'--local_rank=1'] exits with return code = 1"),
+    # NCCL src/graph/paths.cc and src/transport/p2p.cc (WARN/INFO format strings filled in)
+    ("gpu-p2p-broken", "n1:7:9 [0] NCCL WARN P2P is disabled between NVLINK connected GPUs 0 "
+                       "and 1. This should not be the case given their connectivity, and is "
+                       "probably due to a hardware issue."),
+    ("gpu-p2p-broken", "n1:7:9 [1] NCCL WARN failed to peer with device 0(=1000): 217 peer "
+                       "access is not supported between these two devices"),
+    ("gpu-p2p-broken", "n1:7:9 [0] NCCL INFO Could not enable P2P between dev 0(=1000) and "
+                       "dev 1(=2000)"),
+    # nccl-tests src/common.cu: PRINT("# Out of bounds values : %d %s", errors, "FAILED")
+    ("gpu-p2p-broken", "# Out of bounds values : 24 FAILED"),
+    # Linux drivers/iommu/intel/dmar.c and amd/iommu.c fault reports (dmesg)
+    ("gpu-p2p-broken", "DMAR: [DMA Read NO_PASID] Request device [41:00.0] fault addr "
+                       "0xf8000000 [fault reason 0x06] PTE Read access is not set"),
+    ("gpu-p2p-broken", "AMD-Vi: Event logged [INVALID_DEVICE_REQUEST device=0000:41:00.0 "
+                       "pasid=0x00000 address=0xfffffffdf8000000 flags=0x0a00]"),
+    # torch/distributed/flight_recorder/components/types.py MatchState names
+    ("collective-mismatch", "Mismatch found: COLLECTIVE_DTYPE_MISMATCH between rank 0 and 1"),
+    # accelerate/utils/operations.py verify_operation (ACCELERATE_DEBUG_MODE)
+    ("collective-mismatch", "accelerate.utils.operations.DistributedOperationException: Cannot "
+                            "apply desired operation due to shape mismatches. All shapes across "
+                            "devices must be valid."),
+    # Megatron-LM training/checkpointing.py check_checkpoint_args (_compare)
+    ("checkpoint-layout-mismatch", "AssertionError: tensor_model_parallel_size value from "
+                                   "checkpoint (2) is not equal to the input argument value (4)."),
+    # TensorFlow core/kernels/assign_op.h (a restore into a variable of another shape)
+    ("checkpoint-layout-mismatch", "InvalidArgumentError: Assign requires shapes of both tensors "
+                                   "to match. lhs shape= [4] rhs shape= [2]"),
+    # torch/distributed/checkpoint/utils.py find_state_dict_object
+    ("checkpoint-layout-mismatch", "ValueError: Could not find shard at '[0, 512]' for FQN: "
+                                   "'model.layers.0.weight'"),
+    # a C++ extension built against another torch: the missing symbol is torch's own ABI
+    ("nccl-cuda-library-mismatch", "ImportError: /opt/venv/lib/python3.10/site-packages/ext/"
+                                   "_C.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev"),
+    ("nccl-cuda-library-mismatch", "ImportError: ext.so: undefined symbol: "
+                                   "_ZNK2at6Tensor7is_cudaEv"),
+    # torch 1.x distributed_c10d.py on a build without NCCL (Windows; the old 'bulit' typo)
+    ("cuda-unavailable", "RuntimeError: Distributed package doesn't have NCCL bulit in"),
+    # Slurm src/common/slurm_protocol_defs.c job state; Linux mm/oom_kill.c
+    ("host-oom-or-killed", "State: OUT_OF_MEMORY (exit code 0)"),
+    ("host-oom-or-killed", "oom_reaper: reaped process 4242 (python), now anon-rss:0kB"),
+    ("host-oom-or-killed", "Worker 3 received signal 9"),
+    # joblib/loky process_executor.py TerminatedWorkerError
+    ("host-oom-or-killed", "TerminatedWorkerError: A worker process managed by the executor was "
+                           "unexpectedly terminated. This could be caused by a segmentation fault "
+                           "while calling the function or by an excessive memory usage causing "
+                           "the Operating System to kill the worker."),
+    # Slurm src/common/slurm_errno.c (sbatch/srun rejecting the request)
+    ("slurm-allocation-mismatch", "srun: error: Unable to create step: Task count specification "
+                                  "invalid"),
+    ("slurm-allocation-mismatch", "sbatch: error: Duplicate generic resource (gres) "
+                                  "specification"),
+    ("slurm-allocation-mismatch", "srun: error: Unable to layout tasks on given cpus"),
 ]
 
 
