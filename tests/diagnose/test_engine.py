@@ -599,6 +599,17 @@ SOURCE_MESSAGES = [
     ("slurm-allocation-mismatch", "sbatch: error: Duplicate generic resource (gres) "
                                   "specification"),
     ("slurm-allocation-mismatch", "srun: error: Unable to layout tasks on given cpus"),
+    # Horovod common/controller.cc ConstructResponse checks and its stall inspector
+    ("collective-mismatch", "horovod.common.exceptions.HorovodInternalError: Mismatched "
+                            "ALLREDUCE tensor shapes: One rank sent a tensor of shape [10], but "
+                            "another rank sent a tensor of shape [12]."),
+    ("collective-mismatch", "Mismatched data types: One rank had type float32, but another rank "
+                            "had type int64."),
+    ("collective-mismatch", "One or more tensors were submitted to be reduced, gathered or "
+                            "broadcasted by subset of ranks and are waiting for remainder of "
+                            "ranks for more than 60 seconds."),
+    # DeepSpeed launcher/runner.py with no GPU visible
+    ("cuda-unavailable", "RuntimeError: Unable to proceed, no GPU resources available"),
 ]
 
 
