@@ -610,6 +610,24 @@ SOURCE_MESSAGES = [
                             "ranks for more than 60 seconds."),
     # DeepSpeed launcher/runner.py with no GPU visible
     ("cuda-unavailable", "RuntimeError: Unable to proceed, no GPU resources available"),
+    # Open MPI btl_tcp help text and btl_tcp_endpoint.c; aws-ofi-nccl's WARNs
+    ("nccl-network", "WARNING: Open MPI accepted a TCP connection from what appears to be a"),
+    ("nccl-network", "[n1][[1234,1],0][btl_tcp_endpoint.c:796:mca_btl_tcp_endpoint_complete_"
+                     "connect] connect() to 192.168.1.2 failed: No route to host (113)"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/OFI Only EFA provider is supported"),
+    # MPICH/Intel MPI hydra's exit block, Open MPI's mpirun, DeepSpeed and torchelastic agents
+    ("elastic-summary-no-root-cause", "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"),
+    ("elastic-summary-no-root-cause", "mpirun has exited due to process rank 0 with PID 0 on"),
+    ("elastic-summary-no-root-cause", "[launch.py:123:sigkill_handler] Killing subprocess 4242"),
+    ("elastic-summary-no-root-cause", "[default] Worker group FAILED. 3/3 attempts left; will "
+                                      "restart worker group"),
+    ("host-oom-or-killed", "=   KILLED BY SIGNAL: 9 (Killed)"),
+    # Kubernetes container status (kubectl describe pod), Jupyter's kernel restarter
+    ("host-oom-or-killed", "    Last State:  Terminated  Reason: Error  ExitCode: 137"),
+    ("host-oom-or-killed", "The kernel appears to have died. It will restart automatically."),
+    # glibc's dlopen error for the NVIDIA driver library (no driver installed or mounted)
+    ("cuda-unavailable", "ImportError: libcuda.so.1: cannot open shared object file: No such "
+                         "file or directory"),
 ]
 
 
