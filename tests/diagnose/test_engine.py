@@ -628,6 +628,21 @@ SOURCE_MESSAGES = [
     # glibc's dlopen error for the NVIDIA driver library (no driver installed or mounted)
     ("cuda-unavailable", "ImportError: libcuda.so.1: cannot open shared object file: No such "
                          "file or directory"),
+    # NCCL src/init.cc WARNs across ranks
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] init.cc:1043 NCCL WARN Mismatched NCCL version "
+                                   "detected : rank 0 version 21903 rank 1 version 21805"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN Detected mixed local Net device counts across ranks "
+                     "(min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to ignore."),
+    # CUDA samples simpleP2P (its peer-access report and its data check), Linux amd/iommu.c,
+    # HIP's peer errors, torch.cuda.can_device_access_peer, vLLM custom_all_reduce.py
+    ("gpu-p2p-broken", "> Peer access from NVIDIA GeForce RTX 4090 (GPU0) -> NVIDIA GeForce "
+                       "RTX 4090 (GPU1) : No"),
+    ("gpu-p2p-broken", "Verification error @ element 1: val = nan, ref = 4.000000"),
+    ("gpu-p2p-broken", "AMD-Vi: Completion-Wait loop timed out"),
+    ("gpu-p2p-broken", "RuntimeError: HIP error: hipErrorPeerAccessNotEnabled"),
+    ("gpu-p2p-broken", ">>> torch.cuda.can_device_access_peer(0, 1) -> False"),
+    ("gpu-p2p-broken", "WARNING custom_all_reduce.py:137] Custom allreduce is disabled because "
+                       "your platform lacks GPU P2P capability or P2P test failed."),
 ]
 
 
