@@ -643,6 +643,19 @@ SOURCE_MESSAGES = [
     ("gpu-p2p-broken", ">>> torch.cuda.can_device_access_peer(0, 1) -> False"),
     ("gpu-p2p-broken", "WARNING custom_all_reduce.py:137] Custom allreduce is disabled because "
                        "your platform lacks GPU P2P capability or P2P test failed."),
+    # CUDA driver API error names (cuda.h) for errors 803/804/209, as JAX/XLA and TF print them
+    ("nccl-cuda-library-mismatch", "failed call to cuInit: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_"
+                                   "DEVICE: forward compatibility was attempted on non supported "
+                                   "HW"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: cudaErrorNoKernelImageForDevice"),
+    ("nccl-cuda-library-mismatch", "failed call to cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER"),
+    # glibc's symbol-version error and a missing CUDA runtime registration symbol (an
+    # extension built with another CUDA)
+    ("nccl-cuda-library-mismatch", "ImportError: /opt/venv/lib/libcublas.so.11: version "
+                                   "`libcublasLt.so.11' not found (required by "
+                                   "/opt/venv/lib/libtorch_cuda.so)"),
+    ("nccl-cuda-library-mismatch", "ImportError: ext_cuda.so: undefined symbol: "
+                                   "__cudaPopCallConfiguration"),
 ]
 
 
