@@ -643,6 +643,13 @@ SOURCE_MESSAGES = [
     ("gpu-p2p-broken", ">>> torch.cuda.can_device_access_peer(0, 1) -> False"),
     ("gpu-p2p-broken", "WARNING custom_all_reduce.py:137] Custom allreduce is disabled because "
                        "your platform lacks GPU P2P capability or P2P test failed."),
+    # RCCL src/init.cc at communicator init (ROCm install FAQ: multi-GPU hangs without
+    # iommu=pt); lspci -vvv's ACS control with source validation on (NCCL troubleshooting: ACS)
+    ("gpu-p2p-broken", "n1:402:402 [0] /src/rccl/hipify/src/init.cc:179 NCCL WARN Missing "
+                       "\"iommu=pt\" from kernel command line which can lead to system "
+                       "instablity or hang!"),
+    ("gpu-p2p-broken", "                ACSCtl: SrcValid+ TransBlk- ReqRedir- CmpltRedir- "
+                       "UpstreamFwd- EgressCtrl- DirectTrans-"),
     # CUDA driver API error names (cuda.h) for errors 803/804/209, as JAX/XLA and TF print them
     ("nccl-cuda-library-mismatch", "failed call to cuInit: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_"
                                    "DEVICE: forward compatibility was attempted on non supported "
