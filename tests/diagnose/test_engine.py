@@ -793,3 +793,22 @@ def test_weak_wording_after_an_unknown_error_gives_no_known_cause(tmp_path: Path
     result = to_json(diagnose([log]))
     assert result["causes"] == []
     assert "ValueError: label 7" in result["unrecognised"][0]["text"]
+
+
+def test_store_barrier_of_a_later_group_is_only_weak_world_size_evidence(tmp_path: Path) -> None:
+    # torch distributed_c10d.py _store_based_barrier: the default group's key is
+    # store_based_barrier_key:1 (torch < 2.1, worker_count=) or :0 (num_workers_joined=); a
+    # later key is a new_group() one rank has not reached: the world size itself was right.
+    default = ("RuntimeError: Timed out initializing process group in store based barrier on "
+               "rank: 3, for key: store_based_barrier_key:1 (world_size=8, worker_count=7, "
+               "timeout=0:30:00)")
+    later = ("I0510 07:28:04.417845 1398 distributed_c10d.py:337] Waiting in store based barrier "
+             "to initialize process group for rank: 2, key: store_based_barrier_key:2 "
+             "(world_size=8, worker_count=7, timeout=0:30:00)")
+    found = []
+    for name, text in (("default", default), ("later", later)):
+        log = tmp_path / f"{name}.log"
+        log.write_text("step 1\n" + text + "\n")
+        root = to_json(diagnose([log]))["causes"][0]
+        found.append((root["id"], root["confidence"]))
+    assert found == [("world-size-mismatch", "high"), ("world-size-mismatch", "low")]
