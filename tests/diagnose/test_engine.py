@@ -663,6 +663,14 @@ SOURCE_MESSAGES = [
                                    "/opt/venv/lib/libtorch_cuda.so)"),
     ("nccl-cuda-library-mismatch", "ImportError: ext_cuda.so: undefined symbol: "
                                    "__cudaPopCallConfiguration"),
+    # torch ProcessGroupNCCL.cpp watchdog (torch >= 2.2 wording); Slurm's seff job state
+    ("collective-timeout", "torch.distributed.DistBackendError: [Rank 1] Watchdog: WorkNCCL("
+                           "SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
+                           " ran for 600021 milliseconds before timing out."),
+    ("stopped-externally", "State: TIMEOUT (exit code 0)"),
+    # Megatron-LM dist_checkpointing/dict_utils.py merge() of the common state on resume
+    ("checkpoint-layout-mismatch", "ValueError: Cannot merge two lists with different lengths "
+                                   "(1 and 4, encountered at level ('optimizer', 0))"),
 ]
 
 
