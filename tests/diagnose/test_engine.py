@@ -547,6 +547,130 @@ SOURCE_MESSAGES = [
     ("elastic-summary-no-root-cause", "srun: error: node12: task 3: Exited with exit code 1"),
     ("elastic-summary-no-root-cause", "[ERROR] ['/usr/bin/python', '-u', 'train.py', "
                                       "'--local_rank=1'] exits with return code = 1"),
+    # NCCL src/graph/paths.cc and src/transport/p2p.cc (WARN/INFO format strings filled in)
+    ("gpu-p2p-broken", "n1:7:9 [0] NCCL WARN P2P is disabled between NVLINK connected GPUs 0 "
+                       "and 1. This should not be the case given their connectivity, and is "
+                       "probably due to a hardware issue."),
+    ("gpu-p2p-broken", "n1:7:9 [1] NCCL WARN failed to peer with device 0(=1000): 217 peer "
+                       "access is not supported between these two devices"),
+    ("gpu-p2p-broken", "n1:7:9 [0] NCCL INFO Could not enable P2P between dev 0(=1000) and "
+                       "dev 1(=2000)"),
+    # nccl-tests src/common.cu: PRINT("# Out of bounds values : %d %s", errors, "FAILED")
+    ("gpu-p2p-broken", "# Out of bounds values : 24 FAILED"),
+    # Linux drivers/iommu/intel/dmar.c and amd/iommu.c fault reports (dmesg)
+    ("gpu-p2p-broken", "DMAR: [DMA Read NO_PASID] Request device [41:00.0] fault addr "
+                       "0xf8000000 [fault reason 0x06] PTE Read access is not set"),
+    ("gpu-p2p-broken", "AMD-Vi: Event logged [INVALID_DEVICE_REQUEST device=0000:41:00.0 "
+                       "pasid=0x00000 address=0xfffffffdf8000000 flags=0x0a00]"),
+    # torch/distributed/flight_recorder/components/types.py MatchState names
+    ("collective-mismatch", "Mismatch found: COLLECTIVE_DTYPE_MISMATCH between rank 0 and 1"),
+    # accelerate/utils/operations.py verify_operation (ACCELERATE_DEBUG_MODE)
+    ("collective-mismatch", "accelerate.utils.operations.DistributedOperationException: Cannot "
+                            "apply desired operation due to shape mismatches. All shapes across "
+                            "devices must be valid."),
+    # Megatron-LM training/checkpointing.py check_checkpoint_args (_compare)
+    ("checkpoint-layout-mismatch", "AssertionError: tensor_model_parallel_size value from "
+                                   "checkpoint (2) is not equal to the input argument value (4)."),
+    # TensorFlow core/kernels/assign_op.h (a restore into a variable of another shape)
+    ("checkpoint-layout-mismatch", "InvalidArgumentError: Assign requires shapes of both tensors "
+                                   "to match. lhs shape= [4] rhs shape= [2]"),
+    # torch/distributed/checkpoint/utils.py find_state_dict_object
+    ("checkpoint-layout-mismatch", "ValueError: Could not find shard at '[0, 512]' for FQN: "
+                                   "'model.layers.0.weight'"),
+    # a C++ extension built against another torch: the missing symbol is torch's own ABI
+    ("nccl-cuda-library-mismatch", "ImportError: /opt/venv/lib/python3.10/site-packages/ext/"
+                                   "_C.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev"),
+    ("nccl-cuda-library-mismatch", "ImportError: ext.so: undefined symbol: "
+                                   "_ZNK2at6Tensor7is_cudaEv"),
+    # torch 1.x distributed_c10d.py on a build without NCCL (Windows; the old 'bulit' typo)
+    ("cuda-unavailable", "RuntimeError: Distributed package doesn't have NCCL bulit in"),
+    # Slurm src/common/slurm_protocol_defs.c job state; Linux mm/oom_kill.c
+    ("host-oom-or-killed", "State: OUT_OF_MEMORY (exit code 0)"),
+    ("host-oom-or-killed", "oom_reaper: reaped process 4242 (python), now anon-rss:0kB"),
+    ("host-oom-or-killed", "Worker 3 received signal 9"),
+    # joblib/loky process_executor.py TerminatedWorkerError
+    ("host-oom-or-killed", "TerminatedWorkerError: A worker process managed by the executor was "
+                           "unexpectedly terminated. This could be caused by a segmentation fault "
+                           "while calling the function or by an excessive memory usage causing "
+                           "the Operating System to kill the worker."),
+    # Slurm src/common/slurm_errno.c (sbatch/srun rejecting the request)
+    ("slurm-allocation-mismatch", "srun: error: Unable to create step: Task count specification "
+                                  "invalid"),
+    ("slurm-allocation-mismatch", "sbatch: error: Duplicate generic resource (gres) "
+                                  "specification"),
+    ("slurm-allocation-mismatch", "srun: error: Unable to layout tasks on given cpus"),
+    # Horovod common/controller.cc ConstructResponse checks and its stall inspector
+    ("collective-mismatch", "horovod.common.exceptions.HorovodInternalError: Mismatched "
+                            "ALLREDUCE tensor shapes: One rank sent a tensor of shape [10], but "
+                            "another rank sent a tensor of shape [12]."),
+    ("collective-mismatch", "Mismatched data types: One rank had type float32, but another rank "
+                            "had type int64."),
+    ("collective-mismatch", "One or more tensors were submitted to be reduced, gathered or "
+                            "broadcasted by subset of ranks and are waiting for remainder of "
+                            "ranks for more than 60 seconds."),
+    # DeepSpeed launcher/runner.py with no GPU visible
+    ("cuda-unavailable", "RuntimeError: Unable to proceed, no GPU resources available"),
+    # Open MPI btl_tcp help text and btl_tcp_endpoint.c; aws-ofi-nccl's WARNs
+    ("nccl-network", "WARNING: Open MPI accepted a TCP connection from what appears to be a"),
+    ("nccl-network", "[n1][[1234,1],0][btl_tcp_endpoint.c:796:mca_btl_tcp_endpoint_complete_"
+                     "connect] connect() to 192.168.1.2 failed: No route to host (113)"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/OFI Only EFA provider is supported"),
+    # MPICH/Intel MPI hydra's exit block, Open MPI's mpirun, DeepSpeed and torchelastic agents
+    ("elastic-summary-no-root-cause", "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"),
+    ("elastic-summary-no-root-cause", "mpirun has exited due to process rank 0 with PID 0 on"),
+    ("elastic-summary-no-root-cause", "[launch.py:123:sigkill_handler] Killing subprocess 4242"),
+    ("elastic-summary-no-root-cause", "[default] Worker group FAILED. 3/3 attempts left; will "
+                                      "restart worker group"),
+    ("host-oom-or-killed", "=   KILLED BY SIGNAL: 9 (Killed)"),
+    # Kubernetes container status (kubectl describe pod), Jupyter's kernel restarter
+    ("host-oom-or-killed", "    Last State:  Terminated  Reason: Error  ExitCode: 137"),
+    ("host-oom-or-killed", "The kernel appears to have died. It will restart automatically."),
+    # glibc's dlopen error for the NVIDIA driver library (no driver installed or mounted)
+    ("cuda-unavailable", "ImportError: libcuda.so.1: cannot open shared object file: No such "
+                         "file or directory"),
+    # NCCL src/init.cc WARNs across ranks
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] init.cc:1043 NCCL WARN Mismatched NCCL version "
+                                   "detected : rank 0 version 21903 rank 1 version 21805"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN Detected mixed local Net device counts across ranks "
+                     "(min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to ignore."),
+    # CUDA samples simpleP2P (its peer-access report and its data check), Linux amd/iommu.c,
+    # HIP's peer errors, torch.cuda.can_device_access_peer, vLLM custom_all_reduce.py
+    ("gpu-p2p-broken", "> Peer access from NVIDIA GeForce RTX 4090 (GPU0) -> NVIDIA GeForce "
+                       "RTX 4090 (GPU1) : No"),
+    ("gpu-p2p-broken", "Verification error @ element 1: val = nan, ref = 4.000000"),
+    ("gpu-p2p-broken", "AMD-Vi: Completion-Wait loop timed out"),
+    ("gpu-p2p-broken", "RuntimeError: HIP error: hipErrorPeerAccessNotEnabled"),
+    ("gpu-p2p-broken", ">>> torch.cuda.can_device_access_peer(0, 1) -> False"),
+    ("gpu-p2p-broken", "WARNING custom_all_reduce.py:137] Custom allreduce is disabled because "
+                       "your platform lacks GPU P2P capability or P2P test failed."),
+    # RCCL src/init.cc at communicator init (ROCm install FAQ: multi-GPU hangs without
+    # iommu=pt); lspci -vvv's ACS control with source validation on (NCCL troubleshooting: ACS)
+    ("gpu-p2p-broken", "n1:402:402 [0] /src/rccl/hipify/src/init.cc:179 NCCL WARN Missing "
+                       "\"iommu=pt\" from kernel command line which can lead to system "
+                       "instablity or hang!"),
+    ("gpu-p2p-broken", "                ACSCtl: SrcValid+ TransBlk- ReqRedir- CmpltRedir- "
+                       "UpstreamFwd- EgressCtrl- DirectTrans-"),
+    # CUDA driver API error names (cuda.h) for errors 803/804/209, as JAX/XLA and TF print them
+    ("nccl-cuda-library-mismatch", "failed call to cuInit: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_"
+                                   "DEVICE: forward compatibility was attempted on non supported "
+                                   "HW"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: cudaErrorNoKernelImageForDevice"),
+    ("nccl-cuda-library-mismatch", "failed call to cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER"),
+    # glibc's symbol-version error and a missing CUDA runtime registration symbol (an
+    # extension built with another CUDA)
+    ("nccl-cuda-library-mismatch", "ImportError: /opt/venv/lib/libcublas.so.11: version "
+                                   "`libcublasLt.so.11' not found (required by "
+                                   "/opt/venv/lib/libtorch_cuda.so)"),
+    ("nccl-cuda-library-mismatch", "ImportError: ext_cuda.so: undefined symbol: "
+                                   "__cudaPopCallConfiguration"),
+    # torch ProcessGroupNCCL.cpp watchdog (torch >= 2.2 wording); Slurm's seff job state
+    ("collective-timeout", "torch.distributed.DistBackendError: [Rank 1] Watchdog: WorkNCCL("
+                           "SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
+                           " ran for 600021 milliseconds before timing out."),
+    ("stopped-externally", "State: TIMEOUT (exit code 0)"),
+    # Megatron-LM dist_checkpointing/dict_utils.py merge() of the common state on resume
+    ("checkpoint-layout-mismatch", "ValueError: Cannot merge two lists with different lengths "
+                                   "(1 and 4, encountered at level ('optimizer', 0))"),
 ]
 
 
@@ -677,3 +801,22 @@ def test_weak_wording_after_an_unknown_error_gives_no_known_cause(tmp_path: Path
     result = to_json(diagnose([log]))
     assert result["causes"] == []
     assert "ValueError: label 7" in result["unrecognised"][0]["text"]
+
+
+def test_store_barrier_of_a_later_group_is_only_weak_world_size_evidence(tmp_path: Path) -> None:
+    # torch distributed_c10d.py _store_based_barrier: the default group's key is
+    # store_based_barrier_key:1 (torch < 2.1, worker_count=) or :0 (num_workers_joined=); a
+    # later key is a new_group() one rank has not reached: the world size itself was right.
+    default = ("RuntimeError: Timed out initializing process group in store based barrier on "
+               "rank: 3, for key: store_based_barrier_key:1 (world_size=8, worker_count=7, "
+               "timeout=0:30:00)")
+    later = ("I0510 07:28:04.417845 1398 distributed_c10d.py:337] Waiting in store based barrier "
+             "to initialize process group for rank: 2, key: store_based_barrier_key:2 "
+             "(world_size=8, worker_count=7, timeout=0:30:00)")
+    found = []
+    for name, text in (("default", default), ("later", later)):
+        log = tmp_path / f"{name}.log"
+        log.write_text("step 1\n" + text + "\n")
+        root = to_json(diagnose([log]))["causes"][0]
+        found.append((root["id"], root["confidence"]))
+    assert found == [("world-size-mismatch", "high"), ("world-size-mismatch", "low")]
