@@ -117,7 +117,7 @@ def _joined(severity: Severity, message: str) -> Finding:
 
 def _cpu(t: Tick, state: RankProgress) -> float | None:
     sample = t.procs.get(state.pid)
-    return sample.cpu_percent if sample is not None else None
+    return sample.work_percent if sample is not None else None
 
 
 def joined_by_init(ranks: Mapping[int, RankState]) -> dict[int, RankProgress]:
@@ -232,8 +232,9 @@ class HangDetector:
         for rank, state in t.progress.items():
             sample = t.procs.get(state.pid)
             recent = self.recent.setdefault(rank, deque(maxlen=CPU_TICKS))
-            if sample is not None and sample.cpu_percent is not None:
-                recent.append(sample.cpu_percent)
+            work = sample.work_percent if sample is not None else None
+            if work is not None:  # its child processes' CPU included (DataLoader workers)
+                recent.append(work)
             mean = sum(recent) / len(recent) if recent else None
             out[rank] = RankHealth(sample.alive if sample is not None else True, mean)
         return out

@@ -43,6 +43,16 @@ class ProcSample:
     cpu_percent: float | None = None
     rss_bytes: int | None = None
     alive: bool = True
+    # its live descendants together (DataLoader workers, a compiler it waits for); sampled
+    # only while the process itself is nearly idle, else None
+    children_cpu_percent: float | None = None
+
+    @property
+    def work_percent(self) -> float | None:
+        """CPU the rank uses, its child processes' included where they were sampled."""
+        if self.cpu_percent is None:
+            return None
+        return self.cpu_percent + (self.children_cpu_percent or 0.0)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
