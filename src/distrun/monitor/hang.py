@@ -96,14 +96,14 @@ class HangVerdict:
         return f"collective #{self.seq} ({self.op or 'op unknown'}{sizes}, process group {self.pg})"
 
     def resolved(self) -> str:
-        return f"{_ranks(self.culprits)} caught up and {self.collective()} went on"
+        return f"{ranks_phrase(self.culprits)} caught up and {self.collective()} went on"
 
     def message(self) -> str:
         if self.p2p is not None:
             return self._p2p_message(self.p2p)
 
-        who = _ranks(self.culprits)
-        waiting = f"{_ranks(self.waiting)} {'waits' if len(self.waiting) == 1 else 'wait'}"
+        who = ranks_phrase(self.culprits)
+        waiting = f"{ranks_phrase(self.waiting)} {'waits' if len(self.waiting) == 1 else 'wait'}"
         if self.kind is Kind.MISMATCH:
             ops = "; ".join(f"rank {r}: {w}" for r, w in sorted(self.why.items()))
             return (f"collective mismatch at {self.collective()}: {ops}: {who} entered a "
@@ -116,9 +116,9 @@ class HangVerdict:
     def _p2p_message(self, op: P2POp) -> str:
         sizes = f" {list(self.sizes[0])}" if self.sizes else ""
         match = "recv" if op.send else "send"
-        return (f"{_ranks(self.waiting)} waits in {self.op} {op.direction} (p2p #{self.seq},"
+        return (f"{ranks_phrase(self.waiting)} waits in {self.op} {op.direction} (p2p #{self.seq},"
                 f"{sizes} {op.dtype}, process group {self.pg}, tag {op.tag}) for "
-                f"{self.waited_s:.0f} s; {_ranks(self.culprits)} has not entered the matching "
+                f"{self.waited_s:.0f} s; {ranks_phrase(self.culprits)} has not entered the matching "
                 f"{match}: " + "; ".join(f"rank {r} {w}" for r, w in sorted(self.why.items())))
 
     def to_json(self) -> dict[str, Any]:
@@ -135,7 +135,8 @@ class HangVerdict:
                                    "seq": e.seq, "op": e.op} for e in self.edges]}
 
 
-def _ranks(ranks: Sequence[int]) -> str:
+def ranks_phrase(ranks: Sequence[int]) -> str:
+    """``rank 2`` / ``ranks 0, 1``: how every hang message names ranks."""
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 

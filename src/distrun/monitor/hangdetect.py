@@ -29,7 +29,14 @@ from distrun.model.findings import Finding, Severity
 from distrun.model.progress import RankProgress, parse
 from distrun.monitor import verify
 from distrun.monitor.detectors import Detector, Notice, Result, Tick, Verdict
-from distrun.monitor.hang import HANG_AFTER_S, HangVerdict, Kind, RankHealth, hang_verdict
+from distrun.monitor.hang import (
+    HANG_AFTER_S,
+    HangVerdict,
+    Kind,
+    RankHealth,
+    hang_verdict,
+    ranks_phrase,
+)
 from distrun.monitor.quiet import QUIET_AFTER_S, QuietVerdict, quiet_verdict
 from distrun.monitor.stall import Stack
 from distrun.monitor.state import RankState
@@ -116,6 +123,7 @@ def _joined(severity: Severity, message: str) -> Finding:
 
 
 def _cpu(t: Tick, state: RankProgress) -> float | None:
+    """The rank's CPU this tick, its child processes' included (DataLoader workers)."""
     sample = t.procs.get(state.pid)
     return sample.work_percent if sample is not None else None
 
@@ -163,22 +171,21 @@ class ProofDetector:
                              or _moves(t, s) != self.at_join.get(r)}
         if self.all_joined_at is None:
             waited = t.now - self.started_at > self.config.join_timeout_s
-            return self._say(t, None) if waited or (t.final and states) else []
+            return self._say(t, states, None) if waited or (t.final and states) else []
         since = t.now - self.all_joined_at
-        if since >= PROOF_WINDOW_S and self.working >= set(self.expected):
-            return self._say(t, self._busy())
-        if since >= PROOF_IDLE_S:
-            return self._say(t, self._busy())
+        all_working = self.working >= set(self.expected)
+        if (since >= PROOF_WINDOW_S and all_working) or since >= PROOF_IDLE_S:
+            return self._say(t, states, self._busy())
         if not t.final:
             return []
-        return self._say(t, self._busy() if self.working >= set(self.expected) else None)
+        return self._say(t, states, self._busy() if all_working else None)
 
     def _busy(self) -> dict[int, float | None]:
         return {r: 100.0 if r in self.working else 0.0 for r in self.expected}
 
-    def _say(self, t: Tick, cpu: dict[int, float | None] | None) -> list[Result]:
+    def _say(self, t: Tick, states: Mapping[int, RankProgress],
+             cpu: dict[int, float | None] | None) -> list[Result]:
         self.proved = True
-        states = t.progress or joined_by_init(t.state.ranks)
         if not states and not t.final:
             return [_joined("info", f"no rank created a process group within "
                             f"{self.config.join_timeout_s:g} s (the script does not use "
@@ -232,8 +239,8 @@ class HangDetector:
         for rank, state in t.progress.items():
             sample = t.procs.get(state.pid)
             recent = self.recent.setdefault(rank, deque(maxlen=CPU_TICKS))
-            work = sample.work_percent if sample is not None else None
-            if work is not None:  # its child processes' CPU included (DataLoader workers)
+            work = _cpu(t, state)
+            if work is not None:
                 recent.append(work)
             mean = sum(recent) / len(recent) if recent else None
             out[rank] = RankHealth(sample.alive if sample is not None else True, mean)
@@ -325,7 +332,7 @@ def _hints(stacks: Mapping[int, Stack]) -> list[str]:
     for rank, stack in sorted(stacks.items()):
         if stack.hint():
             held.setdefault(stack.hint(), []).append(rank)
-    return [f"{_ranks(ranks)}: {hint}" for hint, ranks in held.items()]
+    return [f"{ranks_phrase(ranks)}: {hint}" for hint, ranks in held.items()]
 
 
 def _plan(v: HangVerdict | QuietVerdict, config: HangConfig, why: str) -> str:
@@ -346,10 +353,6 @@ def _plan(v: HangVerdict | QuietVerdict, config: HangConfig, why: str) -> str:
                 "--stall-timeout SECONDS to stop it")
     return (f"the job keeps running (waiting may still succeed); distrun stops it only "
             f"when {' or '.join(limits)}; pass --stall-timeout SECONDS to stop sooner")
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
 def hang_detectors(expected: Sequence[int], config: HangConfig) -> list[Detector]:

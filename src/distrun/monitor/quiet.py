@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distrun.model.progress import RankProgress
-from distrun.monitor.hang import BUSY_CPU_PERCENT, Kind, RankHealth
+from distrun.monitor.hang import BUSY_CPU_PERCENT, Kind, RankHealth, ranks_phrase
 
 QUIET_AFTER_S = 30.0  # every rank idle and nothing progressed this long: name it
 # A rank's own process may idle while its DataLoader workers (its children) load the first
@@ -40,13 +40,13 @@ class QuietVerdict:
 
     def message(self) -> str:
         use = ", ".join(f"rank {r} {c:.0f}%" for r, c in sorted(self.cpu.items()))
-        return (f"no rank has made progress for {self.waited_s:.0f} s: {_ranks(self.culprits)} "
+        return (f"no rank has made progress for {self.waited_s:.0f} s: {ranks_phrase(self.culprits)} "
                 f"{'is' if len(self.culprits) == 1 else 'are'} idle outside any collective "
                 f"({use} CPU) since {self.since}: hung, sleeping or blocked on something "
                 "outside torch.distributed (a lock, I/O, an input); see the stacks")
 
     def resolved(self) -> str:
-        return f"{_ranks(self.culprits)} made progress again"
+        return f"{ranks_phrase(self.culprits)} made progress again"
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind.label, "kind_number": int(self.kind),
@@ -98,8 +98,3 @@ def _since(states: Iterable[RankProgress]) -> str:
         return "the ranks joined (no collective yet)"
     seq, pg = max(done)
     return f"collective #{seq} of process group {pg} completed"
-
-
-def _ranks(ranks: Iterable[int]) -> str:
-    ranks = list(ranks)
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))

@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from distrun.model.oom import proc_kib
+
 torch.set_num_threads(1)
 torch.backends.mkldnn.enabled = False  # oneDNN reports a failed allocation as "could not create a primitive"
 torch.manual_seed(0)
@@ -31,8 +33,7 @@ def make(n: int) -> torch.Tensor:
 
 
 def vm_bytes() -> int:
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    return proc_kib("VmSize") * 1024
 
 
 def ceiling(mb: int) -> None:
