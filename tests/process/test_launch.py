@@ -49,6 +49,7 @@ def test_job_succeeds_with_every_rank_logged(tmp_path: Path, marker: str, nproc:
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["world_size"] == nproc
     assert "job succeeded" in done.stderr
+    assert not [e for e in events(tmp_path) if e["event"] == "orphans_ended"]  # not its guardian
 
 
 def test_rank_that_raises(tmp_path: Path, marker: str) -> None:
@@ -82,6 +83,7 @@ def test_failed_ranks_child_is_not_left_behind(tmp_path: Path, marker: str) -> N
     assert "started child" in rank_log(tmp_path, 1)
     ended = next(e for e in events(tmp_path) if e["event"] == "orphans_ended")
     assert any(marker in " ".join(p["cmdline"]) for p in ended["processes"])  # type: ignore[attr-defined]
+    assert not any("distrun.launch.guardian" in p["cmdline"] for p in ended["processes"])  # type: ignore[attr-defined]
     assert processes_with(marker) == []
 
 

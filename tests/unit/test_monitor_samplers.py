@@ -89,6 +89,16 @@ def test_nvidia_smi_fallback_parses_both_queries() -> None:
                                   "nvidia-smi")
 
 
+def test_nvidia_smi_h100_capture_names_the_process_on_the_gpu() -> None:
+    """The monitor's two queries on an H100 while pid 997 held memory (tests/gpu captured it)."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "tools" / "nvidia"
+    answers = {devices.SMI_GPUS: (fixtures / "nvidia-smi-sample-gpus-h100.csv").read_text(),
+               devices.SMI_APPS: (fixtures / "nvidia-smi-sample-apps-h100.csv").read_text()}
+    (sample,) = devices.SmiSampler(lambda argv: answers[tuple(argv)]).read().devices
+    assert sample == DeviceSample(0, "NVIDIA H100 80GB HBM3", 2.0, 1551 * MIB, 81559 * MIB,
+                                  (997,), "nvidia-smi")
+
+
 def test_nvidia_without_nvml_or_smi_says_why() -> None:
     def run(argv: Sequence[str]) -> str:
         raise ToolMissing("nvidia-smi")

@@ -20,6 +20,15 @@ def test_two_nodes_of_eight_configured_as_sixteen_per_node_is_an_error() -> None
     assert err.id == "nproc-exceeds-devices"
     assert "16" in err.message and "8" in err.message
     assert "--nproc-per-node 8" in err.fix
+    assert "local ranks 8-15 would fail" in err.message
+
+
+def test_one_process_too_many_on_one_gpu_names_that_local_rank() -> None:
+    """Seen on a real H100 machine (tests/gpu): the message read "1 NVIDIA devices: local
+    ranks 1-1"."""
+    plan = build(Request(script="train.py", nproc_per_node="2"), parse_declared("1x1xH100-80GB"))
+    (err,) = plan.errors
+    assert "but each node has 1 NVIDIA device: local rank 1 would fail" in err.message
 
 
 def test_two_by_eight_layout() -> None:

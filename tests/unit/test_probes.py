@@ -19,6 +19,7 @@ from distrun.accelerators.probes import (
     cambricon,
     enflame,
     intel,
+    nvidia,
 )
 from distrun.accelerators.vendors import VendorId
 
@@ -149,6 +150,18 @@ def test_amd_rocm_smi_json() -> None:
     assert (device.index, device.name) == (0, "Radeon RX 7900 XT")
     assert device.memory_bytes == 21458059264
     assert device.uuid is None and device.bus_id is None  # not in this capture
+
+
+def test_nvidia_smi_h100_capture_when_nvml_is_absent() -> None:
+    """Real output of the probe's own query on an H100 (tests/gpu captured it)."""
+    run = replay(nvidia.SMI_QUERY, "nvidia/nvidia-smi-query-h100.csv")
+    result = nvidia.probe({}, run)  # no NVML library here: the fallback answers
+    assert (result.status, result.source, result.driver) == ("found", "nvidia-smi", "580.159.04")
+    [device] = result.devices
+    assert (device.index, device.name) == (0, "NVIDIA H100 80GB HBM3")
+    assert device.memory_bytes == 81559 * MIB
+    assert device.uuid == "GPU-7ac45909-12fe-2de3-e1e2-19c524172c6a"
+    assert device.bus_id == "00000000:00:06.0"
 
 
 # --- Cambricon --------------------------------------------------------------------------

@@ -23,11 +23,13 @@ def nproc_exceeds_devices(req: Request, nodes: Sequence[NodeInventory], plan: La
     if not node.is_accelerated or plan.nproc_per_node <= node.count:
         return []
     per_node, wanted = node.count, plan.nproc_per_node
+    beyond = (f"local rank {per_node}" if wanted - per_node == 1
+              else f"local ranks {per_node}-{wanted - 1}")
     return [Finding(
         id="nproc-exceeds-devices",
         severity="error",
         message=(f"{wanted} processes per node, but each node has {per_node} "
-                 f"{node.info.label} devices: local ranks {per_node}-{wanted - 1} would fail "
+                 f"{node.info.label} device{'' if per_node == 1 else 's'}: {beyond} would fail "
                  f"with 'invalid device ordinal'"),
         fix=_nproc_fix(per_node, wanted, plan.nnodes),
     )]

@@ -191,7 +191,7 @@ class Tracker(threading.Thread):
         self.joined_at = time.time()
         self._halt = threading.Event()
         self._lock = threading.Lock()
-        self._raw = b""
+        self._raw: tuple[bytes, ...] = ()
         self._groups: dict[str, GroupProgress] = {}
         self._members: dict[str, tuple[tuple[int, ...], str]] = {}
         self._described_at = 0.0
@@ -265,7 +265,8 @@ class Tracker(threading.Thread):
                 completed=max(count.completed - shift, 0), changed_at=now, op=old.op,
                 op_seq=old.op_seq, sizes=old.sizes, dtypes=old.dtypes, timeout_s=old.timeout_s)
 
-    def _member(self, pg: str) -> tuple[tuple[int, ...], str]:
+    def _member(self, key: str) -> tuple[tuple[int, ...], str]:
+        pg = key.removesuffix(flight.CPU_SUFFIX)
         if pg not in self._members:
             self._members = _groups()
         return self._members.get(pg, ((), ""))

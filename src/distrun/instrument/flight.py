@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,35 +43,71 @@ class Described:
     created_at: float | None
 
 
+# torch keeps two recorders: NCCL's (CUDA builds only; ProcessGroupNCCL's collectives) and
+# the generic one (gloo and other CPU backends). Both are read, NCCL's first.
+RECORDERS = ("_dump_nccl_trace", "_dump_fr_trace")
+# A group in both (``cpu:gloo,cuda:nccl``) keeps its name for NCCL's counters and gets this
+# suffix for the generic recorder's: every group registers with NCCL's recorder when it is
+# made, before any collective, so a group's keys never change while it runs.
+CPU_SUFFIX = "+cpu"
+
+
 def _c10d() -> Any:
     import torch
 
     return torch._C._distributed_c10d
 
 
-def status_raw() -> bytes:
-    raw: bytes = _c10d()._dump_fr_trace_json(False, False)
-    return raw
+def _recorders() -> list[str]:
+    c10d = _c10d()
+    return [name for name in RECORDERS if hasattr(c10d, name)]
 
 
-def parse_status(raw: bytes) -> dict[str, Counters]:
-    """``{pg: Counters}`` from a status dump; a group that has run nothing yet is left out."""
-    data = json.loads(raw)
+def status_raw() -> tuple[bytes, ...]:
+    """Each recorder's status dump, in ``RECORDERS`` order."""
+    c10d = _c10d()
+    return tuple(getattr(c10d, name + "_json")(False, False) for name in _recorders())
+
+
+def _keyed(dumps: Sequence[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, status entry) for every group of every dump; see ``CPU_SUFFIX``."""
+    earlier: set[str] = set()
+    for data in dumps:
+        status = data.get("pg_status") or {}
+        for pg, entry in status.items():
+            yield (f"{pg}{CPU_SUFFIX}" if str(pg) in earlier else str(pg)), entry
+        earlier |= {str(pg) for pg in status}
+
+
+def parse_status(raws: Sequence[bytes]) -> dict[str, Counters]:
+    """``{pg: Counters}`` from the status dumps; a group that has run nothing yet is left out."""
     out = {}
-    for pg, entry in (data.get("pg_status") or {}).items():
+    for key, entry in _keyed([json.loads(raw) for raw in raws]):
         enq = int(entry.get("last_enqueued_collective", -1))
         done = int(entry.get("last_completed_collective", -1))
         if enq >= 0:
-            out[str(pg)] = Counters(enq, max(done, 0))
+            out[key] = Counters(enq, max(done, 0))
     return out
 
 
 def describe(wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Described]:
     """Op, sizes and timeout of each wanted (pg, collective sequence number) still recorded."""
     want = set(wanted)
-    if not want:
-        return {}
-    dump = pickle.loads(_c10d()._dump_fr_trace(True, False, False))
+    found: dict[tuple[str, int], Described] = {}
+    c10d = _c10d()
+    for index, name in enumerate(_recorders()):
+        if len(found) == len(want):
+            break
+        suffix = CPU_SUFFIX if index else ""
+        mine = {(pg[: -len(suffix)] if suffix and pg.endswith(suffix) else pg, seq): (pg, seq)
+                for pg, seq in want - set(found)}
+        dump = pickle.loads(getattr(c10d, name)(True, False, False))
+        for key, described in _search(dump, set(mine)).items():
+            found[mine[key]] = described
+    return found
+
+
+def _search(dump: dict[str, Any], want: set[tuple[str, int]]) -> dict[tuple[str, int], Described]:
     found: dict[tuple[str, int], Described] = {}
     for entry in reversed(dump.get("entries") or []):  # newest first
         if entry.get("is_p2p"):

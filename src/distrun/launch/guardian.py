@@ -37,6 +37,10 @@ class Guardian:
     def __init__(self, proc: subprocess.Popen[bytes] | None, write_fd: int | None) -> None:
         self.proc, self.write_fd = proc, write_fd
 
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
     def release(self) -> None:
         if self.write_fd is None:
             return

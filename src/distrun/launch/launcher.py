@@ -235,7 +235,7 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     outcome = _judged(outcome, verdict)
     for failure in outcome.failures:
         run.event("rank_exited", rank=failure.rank, **failure.event_fields())
-    orphans = reaper.sweep()
+    orphans = reaper.sweep(keep=guard.pid)
     if orphans:
         run.event("orphans_ended", subreaper=subreaper, processes=orphans)
     run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status.value,

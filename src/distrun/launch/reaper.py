@@ -22,9 +22,10 @@ def become_subreaper() -> bool:
     return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
 
 
-def sweep(grace_s: float = 3.0) -> list[dict[str, object]]:
-    """End every descendant of this process; what was ended, for the events file."""
-    procs = psutil.Process().children(recursive=True)
+def sweep(grace_s: float = 3.0, keep: int | None = None) -> list[dict[str, object]]:
+    """End every descendant of this process but ``keep`` (the launcher's own guardian, which
+    leaves when released); what was ended, for the events file."""
+    procs = [p for p in psutil.Process().children(recursive=True) if p.pid != keep]
     ended: list[dict[str, object]] = []
     for proc in procs:
         try:
