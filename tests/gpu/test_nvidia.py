@@ -241,6 +241,37 @@ def test_batch_finder_lands_just_under_the_gpus_real_limit(tmp_path: Path, marke
     assert abs(predicted - measured) < 0.1 * measured, got
 
 
+@pytest.mark.parametrize(("optimizer", "make"), [
+    ("adamw", torch.optim.AdamW),
+    ("sgd-momentum", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+])
+def test_estimate_matches_the_model_states_measured_on_the_gpu(
+        tmp_path: Path, optimizer: str, make: object) -> None:
+    done = run_cli(["estimate", "--model", f"{JOB.parent / 'model.py'}:build", "--optimizer",
+                    optimizer, "--precision", "fp32", "--json"], tmp_path)
+    predicted = json.loads(done.stdout)["per_device_bytes"]
+    sys.path.insert(0, str(JOB.parent))
+    try:
+        from model import build  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(JOB.parent))
+    warm = torch.nn.Linear(64, 64).cuda()  # cuBLAS's workspaces come from the same allocator:
+    warm(torch.randn(8, 64, device="cuda")).sum().backward()  # made here, before the count
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    model = build().cuda()
+    opt = make(model.parameters())  # type: ignore[operator]
+    model(torch.randn(8, 4096, device="cuda")).square().mean().backward()
+    opt.step()
+    torch.cuda.synchronize()
+    measured = torch.cuda.memory_allocated() - before  # parameters, gradients, optimizer state
+    capture(f"estimate-{optimizer}.json", json.dumps({"predicted": predicted, "measured": measured}))
+    del model, opt
+    torch.cuda.empty_cache()
+    states = predicted["params"] + predicted["grads"] + predicted["optimizer"]
+    assert abs(states - measured) <= 0.01 * measured, (states, measured)
+
+
 def test_demo_trains_on_the_gpus(tmp_path: Path, marker: str) -> None:
     done = run_cli(["demo"], tmp_path, timeout=240, env={"DISTRUN_TEST_MARK": marker})
     capture("demo.txt", done.stdout + done.stderr)
