@@ -61,7 +61,7 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
-    (re.compile(r"(\d{1,5}):\s(?=\S)"), 1, 0),  # srun --label
+    (re.compile(r"(\d{1,5}):[ \t]+(?=\S)"), 1, 0),  # srun --label (the line may be indented)
     (re.compile(r"([A-Za-z][\w.-]*):\s(?=\[(?:rank|default)\d+\]|\[\d+,\d+\]<std)"), 0, 1),  # pdsh
 )
 # Ranks named inside the text, most specific first.
@@ -108,14 +108,17 @@ def logical_lines(raw: str) -> list[Logical]:
     """The logical lines of one raw line (several for a literal-``\\n`` paste, or for a
     long paste whose newlines were lost: split where a new record starts)."""
     text = clean(raw)
+    named: Logical | None = None  # the last part whose prefix named a rank
     if "\\n" in text or "\r" in text:
         parts = _PARTS.split(text)
     elif len(text) > FLAT_LINE:
-        parts = _RECORD.split(text)
+        # The line's own prefixes name the rank of every record in it.
+        outer = strip_prefixes(text)
+        named = outer if outer.rank is not None else None
+        parts = _RECORD.split(outer.text)
     else:
         parts = [text]
     lines: list[Logical] = []
-    named: Logical | None = None  # the last part whose prefix named a rank
     for part in parts:
         line = strip_prefixes(part)
         if line.rank is not None:
