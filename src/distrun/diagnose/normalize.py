@@ -30,13 +30,17 @@ _ENTITIES = {"&#39;": "'", "&#x27;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">
              "&amp;": "&", "&#34;": '"', "&nbsp;": " "}
 _ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
 # A line this long with no newline may be a paste that lost them: it is cut before the
-# starts of records (a traceback, an exception, a timestamp, a rank or launcher prefix).
+# starts of records (a traceback, an exception, a timestamp, a rank or launcher prefix,
+# a logger's level, torchelastic's summary blocks). A shorter line is cut only before the
+# starts no message has inside it (a traceback, a rank prefix, a logger's "ERROR:name:").
 FLAT_LINE = 400
+_STARTS = (r"Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:"
+           r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:|\d{4}-\d\d-\d\d[T ]\d\d:")
 _RECORD = re.compile(
-    r" (?=Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[T ]\d\d:"
-    r"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: |[EWI]\d{4} \d\d:"
-    r"|Killed$|[\w.-]+:\d+:\d+ \[\d+\] )"
+    rf" (?={_STARTS}|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: "
+    r"|[EWI]\d{4} \d\d:|Killed$|[\w.-]+:\d+:\d+ \[\d+\] |Root Cause \(|\[\d+\]: +time +:)"
 )
+_SHORT_RECORD = re.compile(rf" (?={_STARTS})")
 # Leading prefixes: (regex, group of the rank, group of the node).
 _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
@@ -111,11 +115,11 @@ def logical_lines(raw: str) -> list[Logical]:
     named: Logical | None = None  # the last part whose prefix named a rank
     if "\\n" in text or "\r" in text:
         parts = _PARTS.split(text)
-    elif len(text) > FLAT_LINE:
+    elif len(text) > FLAT_LINE or _SHORT_RECORD.search(text):
         # The line's own prefixes name the rank of every record in it.
         outer = strip_prefixes(text)
         named = outer if outer.rank is not None else None
-        parts = _RECORD.split(outer.text)
+        parts = (_RECORD if len(text) > FLAT_LINE else _SHORT_RECORD).split(outer.text)
     else:
         parts = [text]
     lines: list[Logical] = []
