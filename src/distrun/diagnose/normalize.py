@@ -136,6 +136,12 @@ def logical_lines(raw: str) -> list[Logical]:
 
 def strip_prefixes(text: str) -> Logical:
     """Peel timestamps and launcher prefixes off the front; the innermost rank wins."""
+    pos, rank, node = _peel(text)
+    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
+
+
+def _peel(text: str) -> tuple[int, int | None, str | None]:
+    """Where the message starts after the leading prefixes, and the rank and node they name."""
     rank: int | None = None
     node: str | None = None
     pos = len(text) - len(text.lstrip())
@@ -149,7 +155,7 @@ def strip_prefixes(text: str) -> Logical:
             node = found.group(node_group)
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
-    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
+    return pos, rank, node
 
 
 def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
@@ -170,3 +176,70 @@ def rank_in_text(text: str, jax: bool = False) -> int | None:
         if found is not None:
             return int(found.group(1))
     return None
+
+
+# Hard wraps: a terminal cuts every line at its width (mid-word); an editor or a web page
+# wraps at the last space before it. Either way the longest lines pile up at the width.
+WRAP_COLUMNS = (40, 240)
+_NEAR = 12  # an editor's wrapped line ends this close to the width
+_NEW_RECORD = re.compile(r"Traceback \(|During handling|The above exception|File \""
+                         r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):")
+
+
+def unwrap(text: str) -> str:
+    """``text`` with hard-wrapped lines joined again; the line count is kept (a joined
+    line's continuations become empty lines) so that line numbers stay the file's."""
+    lines = text.split("\n")
+    widths = [len(clean(line.rstrip("\r"))) for line in lines]
+    mode = _wrap_mode(widths)
+    if mode is None:
+        return text
+    width, cut = mode
+    out = list(lines)
+    head = 0
+    for index in range(1, len(lines)):
+        if _continues(lines[index - 1], widths[index - 1], lines[index], width, cut):
+            body = lines[index][len(_prefix(lines[index])):]
+            glue = "" if cut or " " not in lines[index - 1].strip() else " "
+            out[head] = out[head].rstrip("\r") + glue + body
+            out[index] = ""
+        else:
+            head = index
+    return "\n".join(out)
+
+
+def _wrap_mode(widths: list[int]) -> tuple[int, bool] | None:
+    """(width, cut mid-word) when the lengths pile up at a wrap width; None: not wrapped."""
+    width = max(widths, default=0)
+    if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
+        return None
+    exact = widths.count(width)
+    near = sum(1 for w in widths if width - _NEAR <= w < width)
+    below = sum(1 for w in widths if width - 3 * _NEAR <= w < width - _NEAR)
+    if exact >= 3 and exact >= near:
+        return width, True
+    if exact + near >= 4 and exact + near >= 2 * below:
+        return width, False
+    return None
+
+
+def _prefix(line: str) -> str:
+    """The line's leading prefixes ("" when only blanks lead it)."""
+    prefix = line[: _peel(line)[0]]
+    return prefix if prefix.strip() else ""
+
+
+def _continues(line: str, length: int, following: str, width: int, cut: bool) -> bool:
+    """``following`` is the rest of ``line``, which the wrap cut at ``width``."""
+    stripped = following.strip()
+    if not stripped or length < width - (0 if cut else _NEAR):
+        return False
+    prefix = _prefix(following)
+    if prefix and prefix != _prefix(line):
+        return False  # a new record with a prefix of its own
+    if cut:
+        return True
+    body = following[len(prefix):]
+    if body[:1].isspace() or _NEW_RECORD.match(body):
+        return False
+    return length + 1 + len(body.split(None, 1)[0]) > width
