@@ -218,7 +218,7 @@ def _wrap_mode(widths: list[int]) -> tuple[int, bool] | None:
     below = sum(1 for w in widths if width - 3 * _NEAR <= w < width - _NEAR)
     if exact >= 3 and exact >= near:
         return width, True
-    if exact + near >= 4 and exact + near >= 2 * below:
+    if exact + near >= 4 and exact + near >= below:
         return width, False
     return None
 
@@ -232,7 +232,7 @@ def _prefix(line: str) -> str:
 def _continues(line: str, length: int, following: str, width: int, cut: bool) -> bool:
     """``following`` is the rest of ``line``, which the wrap cut at ``width``."""
     stripped = following.strip()
-    if not stripped or length < width - (0 if cut else _NEAR):
+    if not stripped or (cut and length < width):
         return False
     prefix = _prefix(following)
     if prefix and prefix != _prefix(line):
