@@ -240,6 +240,6 @@ def _continues(line: str, length: int, following: str, width: int, cut: bool) ->
     if cut:
         return True
     body = following[len(prefix):]
-    if body[:1].isspace() or _NEW_RECORD.match(body):
+    if not body.strip() or body[:1].isspace() or _NEW_RECORD.match(body):
         return False
     return length + 1 + len(body.split(None, 1)[0]) > width
