@@ -198,13 +198,12 @@ def unwrap(text: str) -> str:
     out = list(lines)
     head = 0
     for index in range(1, len(lines)):
-        if _continues(lines[index - 1], widths[index - 1], lines[index], width, cut):
-            body = lines[index][len(_prefix(lines[index])):]
-            glue = "" if cut or " " not in lines[index - 1].strip() else " "
-            out[head] = out[head].rstrip("\r") + glue + body
-            out[index] = ""
-        else:
+        glue = _glue(lines[index - 1], widths[index - 1], lines[index], width, cut)
+        if glue is None:
             head = index
+            continue
+        out[head] = out[head].rstrip("\r") + glue + lines[index][len(_prefix(lines[index])):]
+        out[index] = ""
     return "\n".join(out)
 
 
@@ -229,17 +228,20 @@ def _prefix(line: str) -> str:
     return prefix if prefix.strip() else ""
 
 
-def _continues(line: str, length: int, following: str, width: int, cut: bool) -> bool:
-    """``following`` is the rest of ``line``, which the wrap cut at ``width``."""
-    stripped = following.strip()
-    if not stripped or (cut and length < width):
-        return False
+def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str | None:
+    """How ``following`` joins ``line`` when it is the rest the wrap cut off; None: it is not.
+
+    A terminal cuts at the width, mid-word (glue ""); a page wraps before the word that
+    would not fit (glue " "), and cuts a word longer than the width.
+    """
     prefix = _prefix(following)
-    if prefix and prefix != _prefix(line):
-        return False  # a new record with a prefix of its own
-    if cut:
-        return True
     body = following[len(prefix):]
-    if not body.strip() or body[:1].isspace() or _NEW_RECORD.match(body):
-        return False
-    return length + 1 + len(body.split(None, 1)[0]) > width
+    if not body.strip() or (prefix and prefix != _prefix(line)):
+        return None  # an empty line, or a new record with a prefix of its own
+    if cut and length == width:
+        return ""
+    if body[:1].isspace() or _NEW_RECORD.match(body):
+        return None
+    if length + 1 + len(body.split(None, 1)[0]) <= width:
+        return None  # the next word would have fit
+    return "" if length == width and " " not in line.strip() else " "
