@@ -202,7 +202,10 @@ def unwrap(text: str) -> str:
         if glue is None:
             head = index
             continue
-        out[head] = out[head].rstrip("\r") + glue + lines[index][len(_prefix(lines[index])):]
+        rest = lines[index]
+        prefix = _prefix(rest)
+        rest = rest[len(prefix):] if prefix and prefix == _prefix(lines[index - 1]) else rest
+        out[head] = out[head].rstrip("\r") + glue + rest
         out[index] = ""
     return "\n".join(out)
 
@@ -215,7 +218,7 @@ def _wrap_mode(widths: list[int]) -> tuple[int, bool] | None:
     exact = widths.count(width)
     near = sum(1 for w in widths if width - _NEAR <= w < width)
     below = sum(1 for w in widths if width - 3 * _NEAR <= w < width - _NEAR)
-    if exact >= 3 and exact >= near:
+    if exact >= 2 and exact >= near:
         return width, True
     if exact + near >= 4 and exact + near >= below:
         return width, False
@@ -234,12 +237,14 @@ def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str 
     A terminal cuts at the width, mid-word (glue ""); a page wraps before the word that
     would not fit (glue " "), and cuts a word longer than the width.
     """
+    if not following.strip():
+        return None
+    if cut and length == width:
+        return ""  # what follows a cut is its rest, whatever it looks like
     prefix = _prefix(following)
     body = following[len(prefix):]
     if not body.strip() or (prefix and prefix != _prefix(line)):
-        return None  # an empty line, or a new record with a prefix of its own
-    if cut and length == width:
-        return ""
+        return None  # a new record with a prefix of its own
     if body[:1].isspace() or _NEW_RECORD.match(body):
         return None
     if length + 1 + len(body.split(None, 1)[0]) <= width:
