@@ -191,7 +191,7 @@ def unwrap(text: str) -> str:
     line's continuations become empty lines) so that line numbers stay the file's."""
     lines = text.split("\n")
     widths = [len(clean(line.rstrip("\r"))) for line in lines]
-    mode = _wrap_mode(widths)
+    mode = _wrap_mode(lines, widths)
     if mode is None:
         return text
     width, cut = mode
@@ -210,25 +210,42 @@ def unwrap(text: str) -> str:
     return "\n".join(out)
 
 
-def _wrap_mode(widths: list[int]) -> tuple[int, bool] | None:
-    """(width, cut mid-word) when the lengths pile up at a wrap width; None: not wrapped."""
+def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
+    """(width, cut mid-word) when the text looks wrapped at a width; None: it does not.
+
+    A terminal's cut: lines pile up at exactly the width. A page's wrap: where a long
+    line is followed by more of its text, the next word would not have fit, more often
+    than not (a line that ends early though the next word would fit is a real line end).
+    """
     width = max(widths, default=0)
     if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
         return None
     exact = widths.count(width)
     near = sum(1 for w in widths if width - _NEAR <= w < width)
-    below = sum(1 for w in widths if width - 3 * _NEAR <= w < width - _NEAR)
     if exact >= 2 and exact >= near:
         return width, True
-    if exact + near >= 4 and exact + near >= below:
-        return width, False
-    return None
+    fits = [_word_fits(lines[i], widths[i], lines[i + 1], width)
+            for i in range(len(lines) - 1) if widths[i] >= width // 2]
+    wrapped = fits.count(False)
+    return (width, False) if wrapped >= 2 and wrapped > fits.count(True) else None
 
 
 def _prefix(line: str) -> str:
     """The line's leading prefixes ("" when only blanks lead it)."""
     prefix = line[: _peel(line)[0]]
     return prefix if prefix.strip() else ""
+
+
+def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
+    """Would the first word of ``following`` have fit on ``line``? None: ``following``
+    is not more text (an empty line, a new record, an indented line)."""
+    prefix = _prefix(following)
+    body = following[len(prefix):]
+    if not body.strip() or (prefix and prefix != _prefix(line)):
+        return None
+    if body[:1].isspace() or _NEW_RECORD.match(body):
+        return None
+    return length + 1 + len(body.split(None, 1)[0]) <= width
 
 
 def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str | None:
@@ -241,12 +258,6 @@ def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str 
         return None
     if cut and length == width:
         return ""  # what follows a cut is its rest, whatever it looks like
-    prefix = _prefix(following)
-    body = following[len(prefix):]
-    if not body.strip() or (prefix and prefix != _prefix(line)):
-        return None  # a new record with a prefix of its own
-    if body[:1].isspace() or _NEW_RECORD.match(body):
+    if _word_fits(line, length, following, width) is not False:
         return None
-    if length + 1 + len(body.split(None, 1)[0]) <= width:
-        return None  # the next word would have fit
     return "" if length == width and " " not in line.strip() else " "
