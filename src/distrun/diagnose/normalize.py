@@ -181,6 +181,7 @@ def rank_in_text(text: str, jax: bool = False) -> int | None:
 # Hard wraps: a terminal cuts every line at its width (mid-word); an editor or a web page
 # wraps at the last space before it. Either way the longest lines pile up at the width.
 WRAP_COLUMNS = (40, 240)
+_SHORT_PREFIX = 3  # a cut's rest may start like a short prefix ("1: "), not a longer one
 _NEAR = 12  # an editor's wrapped line ends this close to the width
 _NEW_RECORD = re.compile(r"Traceback \(|During handling|The above exception|File \""
                          r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):")
@@ -220,7 +221,9 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     width = max(widths, default=0)
     if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
         return None
-    exact = widths.count(width)
+    # Lines at the width that could be cut: more text follows (not a new prefixed record).
+    exact = sum(1 for i in range(len(lines) - 1)
+                if widths[i] == width and _cut_rest(lines[i + 1]))
     near = sum(1 for w in widths if width - _NEAR <= w < width)
     if exact >= 2 and exact >= near:
         return width, True
@@ -234,6 +237,11 @@ def _prefix(line: str) -> str:
     """The line's leading prefixes ("" when only blanks lead it)."""
     prefix = line[: _peel(line)[0]]
     return prefix if prefix.strip() else ""
+
+
+def _cut_rest(following: str) -> bool:
+    """What follows a cut is its rest, even when it starts like a short prefix ("1: ")."""
+    return bool(following.strip()) and len(_prefix(following)) <= _SHORT_PREFIX
 
 
 def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
@@ -256,8 +264,8 @@ def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str 
     """
     if not following.strip():
         return None
-    if cut and length == width:
-        return ""  # what follows a cut is its rest, whatever it looks like
+    if cut and length == width and _cut_rest(following):
+        return ""
     if _word_fits(line, length, following, width) is not False:
         return None
     return "" if length == width and " " not in line.strip() else " "
