@@ -190,8 +190,8 @@ _NEW_RECORD = re.compile(r"Traceback \(|During handling|The above exception|File
 def unwrap(text: str) -> str:
     """``text`` with hard-wrapped lines joined again; the line count is kept (a joined
     line's continuations become empty lines) so that line numbers stay the file's."""
-    lines = text.split("\n")
-    widths = [len(clean(line.rstrip("\r"))) for line in lines]
+    lines = [clean(line).rstrip("\r") for line in text.split("\n")]  # colours off
+    widths = [len(line) for line in lines]
     mode = _wrap_mode(lines, widths)
     if mode is None:
         return text
@@ -206,7 +206,7 @@ def unwrap(text: str) -> str:
         rest = lines[index]
         prefix = _prefix(rest)
         rest = rest[len(prefix):] if prefix and prefix == _prefix(lines[index - 1]) else rest
-        out[head] = out[head].rstrip("\r") + glue + rest
+        out[head] += glue + rest
         out[index] = ""
     return "\n".join(out)
 
