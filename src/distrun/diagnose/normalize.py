@@ -224,13 +224,14 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     # Lines at the width that could be cut: more text follows (not a new prefixed record).
     exact = sum(1 for i in range(len(lines) - 1)
                 if widths[i] == width and _cut_rest(lines[i + 1]))
-    near = sum(1 for w in widths if width - _NEAR <= w < width)
-    if exact >= 2 and exact >= near:
-        return width, True
-    fits = [_word_fits(lines[i], widths[i], lines[i + 1], width)
+    # Shorter lines the way a page breaks them: the next word would not have fit.
+    fits = [(widths[i] == width, _word_fits(lines[i], widths[i], lines[i + 1], width))
             for i in range(len(lines) - 1) if widths[i] >= width // 2]
-    wrapped = fits.count(False)
-    return (width, False) if wrapped >= 2 and wrapped > fits.count(True) else None
+    breaks = sum(1 for full, fit in fits if fit is False and not full)
+    if exact >= 2 and exact > breaks:
+        return width, True
+    wrapped = sum(1 for _, fit in fits if fit is False)
+    return (width, False) if wrapped >= 2 and wrapped > sum(1 for _, f in fits if f) else None
 
 
 def _prefix(line: str) -> str:
