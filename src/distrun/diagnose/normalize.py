@@ -181,7 +181,7 @@ def rank_in_text(text: str, jax: bool = False) -> int | None:
 # Hard wraps: a terminal cuts every line at its width (mid-word); an editor or a web page
 # wraps at the last space before it. Either way the longest lines pile up at the width.
 WRAP_COLUMNS = (40, 240)
-_SHORT_PREFIX = 3  # a cut's rest may start like a short prefix ("1: "), not a longer one
+_AMBIGUOUS = re.compile(r"[\d:>`\s-]{1,8}")  # prefixes a cut's rest may start like ("192: ")
 _NEAR = 12  # an editor's wrapped line ends this close to the width
 _NEW_RECORD = re.compile(r"Traceback \(|During handling|The above exception|File \""
                          r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):")
@@ -241,8 +241,9 @@ def _prefix(line: str) -> str:
 
 
 def _cut_rest(following: str) -> bool:
-    """What follows a cut is its rest, even when it starts like a short prefix ("1: ")."""
-    return bool(following.strip()) and len(_prefix(following)) <= _SHORT_PREFIX
+    """What follows a cut is its rest, even when it starts like a short prefix ("192: ")."""
+    prefix = _prefix(following)
+    return bool(following.strip()) and (not prefix or _AMBIGUOUS.fullmatch(prefix) is not None)
 
 
 def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
