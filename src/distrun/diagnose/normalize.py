@@ -183,8 +183,9 @@ def rank_in_text(text: str, jax: bool = False) -> int | None:
 WRAP_COLUMNS = (40, 240)
 _AMBIGUOUS = re.compile(r"[\d:>`\s-]{1,8}")  # prefixes a cut's rest may start like ("192: ")
 _NEAR = 12  # an editor's wrapped line ends this close to the width
-_NEW_RECORD = re.compile(r"Traceback \(|During handling|The above exception|File \""
-                         r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):")
+_NEW_RECORD = re.compile(rf"{_STARTS}|During handling|The above exception|File \""
+                         r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):"
+                         r"|srun: |slurmstepd: |[\w.-]+:\d+:\d+ \[\d+\] ")  # NCCL's header
 
 
 def unwrap(text: str) -> str:
