@@ -14,8 +14,9 @@ rank ``R`` on every line says "process R wrote all this": the verdict must name
 R, unless the log names a rank itself (its own prefixes, the message's
 ``[Rank 5]``, the launcher summary's ``rank: 5``); a user reading such a log
 takes the rank the log names as much as the outer prefix, so either is accepted.
-``srun: error: node12: task R: ...`` lines after the log name the task srun saw
-fail, which plays the same part.
+``srun: error: node12: task R: Exited with exit code 1`` after the log names a task
+that exited, not the one that failed first; reading it as the failing rank is a rule's
+work (rules.toml), so the rank the log named, or R, is accepted.
 
 The whole file runs in well under a minute: the transforms are deterministic,
 the property test draws few, derandomized examples.
@@ -125,7 +126,7 @@ NOISE = (
 
 
 def _noisy(text: str) -> str:
-    noise = "".join(f"{NOISE[i % len(NOISE)]}\n" for i in range(2000))
+    noise = "".join(f"{NOISE[i % len(NOISE)]}\n" for i in range(1000))
     return noise + text.rstrip("\n") + "\n" + noise
 
 
@@ -145,30 +146,33 @@ class Shape:
     name: str
     apply: Callable[[str], str]
     ranked: bool = False  # puts rank R on the lines (see the module docstring)
+    stage: int = 0  # where it happens on a log's way to the user (see test_shapes_compose)
+    names_task: bool = False  # adds srun's line naming task R as one that exited
 
 
+SOURCE, BURIED, WRAPPED, PASTED = range(4)
 SHAPES = (
-    Shape("crlf", lambda t: t.replace("\n", "\r\n")),
+    Shape("crlf", lambda t: t.replace("\n", "\r\n"), stage=PASTED),
     Shape("ansi", _ansi),
     Shape("tabs", _tabs),
-    Shape("markdown-quote", _each("> ")),
-    Shape("code-fence", _fence),
+    Shape("markdown-quote", _each("> "), stage=PASTED),
+    Shape("code-fence", _fence, stage=PASTED),
     Shape("python-logging-stamp", _stamped),
     Shape("bracket-stamp", _each("[2024-05-01 12:00:00] ")),
     Shape("glog", _each("E1122 12:00:00.123456 1234 file.cpp:12] ")),
     Shape("kubectl-pod", _each("[pod/trainer-worker-1/pytorch] ")),
-    Shape("noise", _noisy),
-    Shape("flat-space", lambda t: " ".join(_lines(t)) + "\n"),
-    Shape("flat-literal-n", lambda t: "\\n".join(_lines(t)) + "\n"),
-    *(Shape(f"cut-{w}", _cut(w)) for w in (60, 80, 120)),
-    *(Shape(f"words-{w}", _words(w)) for w in (60, 80, 120)),
+    Shape("noise", _noisy, stage=BURIED),
+    Shape("flat-space", lambda t: " ".join(_lines(t)) + "\n", stage=WRAPPED),
+    Shape("flat-literal-n", lambda t: "\\n".join(_lines(t)) + "\n", stage=WRAPPED),
+    *(Shape(f"cut-{w}", _cut(w), stage=WRAPPED) for w in (60, 80, 120)),
+    *(Shape(f"words-{w}", _words(w), stage=WRAPPED) for w in (60, 80, 120)),
     Shape("rank-prefix", _each(f"[rank{R}]: "), ranked=True),
     Shape("default-prefix", _each(f"[default{R}]:"), ranked=True),
     Shape("openmpi-tag", _each(f"[1,{R}]<stderr>:"), ranked=True),
     Shape("slurm-task", _each(f"node12: task {R}: "), ranked=True),
     Shape("srun-label", _each(f"{R}: "), ranked=True),
-    Shape("interleaved", _interleaved, ranked=True),
-    Shape("srun-error-tail", _srun_tail, ranked=True),
+    Shape("interleaved", _interleaved, ranked=True, stage=BURIED),
+    Shape("srun-error-tail", _srun_tail, names_task=True, stage=BURIED),
 )
 BY_NAME = {s.name: s for s in SHAPES}
 
@@ -205,7 +209,10 @@ def _reshaped(shape: Shape, case: str, folder: Path) -> tuple[str, int | None]:
 
 def _wrong(shape: Shape, case: str, got: tuple[str, int | None]) -> str | None:
     rule, rank = _verdict(CORPUS / case)
-    ranks = {rank, R} if shape.ranked and rank is not None else {R if shape.ranked else rank}
+    if shape.ranked:
+        ranks = {R} if rank is None else {rank, R}
+    else:
+        ranks = {rank, R} if shape.names_task else {rank}
     if got[0] != rule or got[1] not in ranks:
         return f"{shape.name} {case}: {got[0] or 'no known cause'} rank {got[1]}, " \
                f"expected {rule or 'no known cause'} rank {' or '.join(map(str, ranks))}"
@@ -229,25 +236,29 @@ def test_exceptions_are_few_and_still_needed(tmp_path: Path) -> None:
         assert _wrong(BY_NAME[name], case, got) is not None, f"{name} {case} passes now"
 
 
-UNRANKED = [s for s in SHAPES if not s.ranked and not s.name.startswith("flat")]
-
-
-@settings(max_examples=25, derandomize=True, deadline=None,
+@settings(max_examples=30, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_shapes_compose(data: st.DataObject, tmp_path: Path) -> None:
-    """Two or three shapes on top of each other (a prefixed, coloured log, wrapped and quoted)."""
+    """Shapes on top of each other in the order a log meets them: written (a stamp, a
+    colour, a launcher's prefix), buried in other output, wrapped or flattened, pasted."""
     case = data.draw(st.sampled_from(right_cases()), label="case")
-    inner = data.draw(st.lists(st.sampled_from(UNRANKED), min_size=1, max_size=2), label="shapes")
-    last = data.draw(st.sampled_from(SHAPES), label="outer")
-    shapes = [*inner, last]
+    shapes = []
+    for stage in (SOURCE, SOURCE, BURIED, WRAPPED, PASTED):
+        choice = data.draw(st.none() | st.sampled_from([s for s in SHAPES if s.stage == stage]))
+        if choice is not None and choice not in shapes:
+            shapes.append(choice)
+    if any(s.stage == BURIED for s in shapes):  # nobody pastes thousands of lines as one
+        shapes = [s for s in shapes if not s.name.startswith("flat")]
 
     def apply(text: str) -> str:
         for shape in shapes:
             text = shape.apply(text)
         return text
 
-    combined = Shape("+".join(s.name for s in shapes), apply, ranked=last.ranked)
-    if any((s.name, case) in EXCEPTIONS for s in shapes):
+    combined = Shape("+".join(s.name for s in shapes), apply,
+                     ranked=any(s.ranked for s in shapes),
+                     names_task=any(s.names_task for s in shapes))
+    if not shapes or any((s.name, case) in EXCEPTIONS for s in shapes):
         return
     assert _wrong(combined, case, _reshaped(combined, case, tmp_path)) is None

@@ -68,6 +68,8 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"(\d{1,5}):[ \t]+(?=\S)"), 1, 0),  # srun --label (the line may be indented)
     (re.compile(r"([A-Za-z][\w.-]*):\s(?=\[(?:rank|default)\d+\]|\[\d+,\d+\]<std)"), 0, 1),  # pdsh
 )
+# One pass that tells whether any prefix starts at a position (most lines have none).
+_ANY_PREFIX = re.compile("|".join(f"(?:{regex.pattern})" for regex, _, _ in _PREFIXES))
 # Ranks named inside the text, most specific first.
 _IN_TEXT = (
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),
@@ -162,6 +164,8 @@ def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
     stamp = _TIMESTAMP.match(text, pos)
     if stamp is not None and stamp.end() > pos:
         return stamp, 0, 0
+    if _ANY_PREFIX.match(text, pos) is None:
+        return None, 0, 0
     for regex, rank_group, node_group in _PREFIXES:
         found = regex.match(text, pos)
         if found is not None:
