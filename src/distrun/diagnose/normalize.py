@@ -62,6 +62,8 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     # and a Markdown list dash
     (re.compile(r"-\s(?:[\w.]+\s-\s)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s)?(?=\S)"), 0, 0),
     (re.compile(r"[\w.]+\s-\s(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s"), 0, 0),
+    # "%(asctime)s - %(levelname)s - " (the stamp and its dash peeled already)
+    (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-(?:\s|$)"), 0, 0),
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
@@ -230,12 +232,16 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     exact = sum(1 for i in range(len(lines) - 1)
                 if widths[i] == width and _cut_rest(lines[i + 1]))
     # Shorter lines the way a page breaks them: the next word would not have fit.
+    long = [i for i in range(len(lines) - 1) if widths[i] >= width // 2]
     fits = [(widths[i] == width, _word_fits(lines[i], widths[i], lines[i + 1], width))
-            for i in range(len(lines) - 1) if widths[i] >= width // 2]
+            for i in long]
     breaks = sum(1 for full, fit in fits if fit is False and not full)
     if exact >= 2 and exact > breaks:
         return width, True
-    wrapped = sum(1 for _, fit in fits if fit is False)
+    # Evidence of a page's wrap: a line close to the width (a long word after any line
+    # would not fit).
+    wrapped = sum(1 for i, (_, fit) in zip(long, fits) if fit is False
+                  and widths[i] >= width - 2 * _NEAR)
     return (width, False) if wrapped >= 2 and wrapped > sum(1 for _, f in fits if f) else None
 
 
@@ -256,8 +262,12 @@ def _word_fits(line: str, length: int, following: str, width: int) -> bool | Non
     is not more text (an empty line, a new record, an indented line)."""
     prefix = _prefix(following)
     body = following[len(prefix):]
-    if not body.strip() or (prefix and prefix != _prefix(line)):
-        return None
+    if following.lstrip().startswith("```"):
+        return None  # a Markdown fence
+    if not body.strip() or (prefix and prefix != _prefix(line) and prefix.strip("`")):
+        return None  # a new record with a prefix of its own (a code span's ` is none)
+    if not line[len(_prefix(line)):].strip() and not prefix.strip("`"):
+        return False  # a line of prefixes only: its message was wrapped onto the next
     if body[:1].isspace() or _NEW_RECORD.match(body):
         return None
     return length + 1 + len(body.split(None, 1)[0]) <= width
