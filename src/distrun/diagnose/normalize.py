@@ -201,7 +201,7 @@ def unwrap(text: str) -> str:
     widths = [len(line) for line in lines]
     mode = _wrap_mode(lines, widths)
     if mode is None:
-        return text
+        return _carry_prefixes(text, lines, widths)
     width, cut = mode
     out = list(lines)
     head = 0
@@ -229,20 +229,41 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
         return None
     # Lines at the width that could be cut: more text follows (not a new prefixed record).
-    exact = sum(1 for i in range(len(lines) - 1)
-                if widths[i] == width and _cut_rest(lines[i + 1]))
+    exact = {i for i in range(len(lines) - 1) if widths[i] == width and _cut_rest(lines[i + 1])}
     # Shorter lines the way a page breaks them: the next word would not have fit.
     long = [i for i in range(len(lines) - 1) if widths[i] >= width // 2]
-    fits = [(widths[i] == width, _word_fits(lines[i], widths[i], lines[i + 1], width))
-            for i in long]
-    breaks = sum(1 for full, fit in fits if fit is False and not full)
-    if exact >= 2 and exact > breaks:
+    fits = {i: _word_fits(lines[i], widths[i], lines[i + 1], width) for i in long}
+    breaks = sum(1 for i, fit in fits.items() if fit is False and i not in exact)
+    if len(exact) >= 2 and len(exact) > breaks:
         return width, True
-    # Evidence of a page's wrap: a line close to the width (a long word after any line
-    # would not fit).
-    wrapped = sum(1 for i, (_, fit) in zip(long, fits) if fit is False
-                  and widths[i] >= width - 2 * _NEAR)
-    return (width, False) if wrapped >= 2 and wrapped > sum(1 for _, f in fits if f) else None
+    # A page's wrap: lines near the width (after any line, a long word would not fit).
+    wrapped = {i for i, fit in fits.items() if fit is False and widths[i] >= width - 2 * _NEAR}
+    if len(wrapped) >= 2 and len(wrapped) > sum(map(bool, fits.values())):
+        return width, False
+    return None
+
+
+def _carry_prefixes(text: str, lines: list[str], widths: list[int]) -> str:
+    """Too few lines to tell a wrap (a pasted line or two): where a prefixed line at the
+    width is followed by more text without the prefix, that text gets the prefix (the
+    matcher joins the two; the rank the prefix names is kept)."""
+    width = max(widths, default=0)
+    if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
+        return text
+    out = list(lines)
+    for i in range(len(lines) - 1):
+        full = widths[i] == width or (widths[i] >= width - 2 * _NEAR and _word_fits(
+            lines[i], widths[i], lines[i + 1], width) is False)
+        if full and _drops_prefix(out[i], lines[i + 1]):
+            out[i + 1] = _prefix(out[i]) + lines[i + 1]
+    return text if out == lines else "\n".join(out)
+
+
+def _drops_prefix(line: str, following: str) -> bool:
+    """``line`` has prefixes, ``following`` (more text, not a new record) has none."""
+    rest = following.lstrip()
+    return bool(_prefix(line)) and rest == following and bool(rest) and not _prefix(following) \
+        and _NEW_RECORD.match(rest) is None
 
 
 def _prefix(line: str) -> str:
