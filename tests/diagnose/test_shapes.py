@@ -177,7 +177,30 @@ SHAPES = (
 BY_NAME = {s.name: s for s in SHAPES}
 
 # (shape, case): why the verdict may move. Few, each with a reason a reader would accept.
-EXCEPTIONS: dict[tuple[str, str], str] = {}
+_SUMMARY_ORDER = ("torchelastic's summary names the first failure by line order (the Root Cause "
+                  "block comes last), which a one-line paste erases")
+_TASK_NAMED = ("rejoined, the barrier's message names timed-out task 1: a rank where the "
+               "separate lines gave none (the label names no rank)")
+_ONE_WRAP = ("one pasted line wrapped in two: no width to tell a wrap by; the cause is still "
+             "found, the rank split over the wrap ('process' / '0 terminated') is not")
+_CUT_OR_WORDS = ("a few lines with long tokens: a terminal's cut and a page's wrap look alike, "
+                 "so the rejoined words are glued the wrong way")
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("flat-space", "code/provoked-allreduce-shape-mismatch.log"): _SUMMARY_ORDER,
+    ("flat-literal-n", "code/provoked-allreduce-shape-mismatch.log"): _SUMMARY_ORDER,
+    ("flat-space", "collective/b-dup-gpu-atmorep-srun-label.log"):
+        "srun's '3: ' label in the middle of a joined line cannot be told from text",
+    ("flat-space", "jax/register-barrier-timeout.log"): _TASK_NAMED,
+    ("cut-80", "jax/register-barrier-timeout.log"): _TASK_NAMED,
+    ("words-80", "jax/register-barrier-timeout.log"): _TASK_NAMED,
+    ("cut-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
+    ("words-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
+    ("cut-80", "collective/b-ompi-btl-tcp-peer-closed.log"): _CUT_OR_WORDS,
+    ("words-80", "jax/b-tpu-backend-init-60s-all-hosts.log"): _CUT_OR_WORDS,
+    ("words-80", "config/provoked-store-1-of-2-joined.log"):
+        "one line of seven wrapped, too few to tell a wrap; its first piece names a timeout "
+        "alone, its second ('1/2 clients joined.') the world size",
+}
 
 
 def _verdict(path: Path) -> tuple[str, int | None]:
@@ -236,20 +259,22 @@ def test_exceptions_are_few_and_still_needed(tmp_path: Path) -> None:
         assert _wrong(BY_NAME[name], case, got) is not None, f"{name} {case} passes now"
 
 
-@settings(max_examples=30, derandomize=True, deadline=None,
+@settings(max_examples=60, derandomize=True, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_shapes_compose(data: st.DataObject, tmp_path: Path) -> None:
     """Shapes on top of each other in the order a log meets them: written (a stamp, a
-    colour, a launcher's prefix), buried in other output, wrapped or flattened, pasted."""
+    colour or a launcher's prefix), buried in other output, wrapped or flattened, pasted."""
     case = data.draw(st.sampled_from(right_cases()), label="case")
     shapes = []
-    for stage in (SOURCE, SOURCE, BURIED, WRAPPED, PASTED):
+    for stage in (SOURCE, BURIED, WRAPPED, PASTED):
         choice = data.draw(st.none() | st.sampled_from([s for s in SHAPES if s.stage == stage]))
         if choice is not None and choice not in shapes:
             shapes.append(choice)
     if any(s.stage == BURIED for s in shapes):  # nobody pastes thousands of lines as one
         shapes = [s for s in shapes if not s.name.startswith("flat")]
+    if BY_NAME["ansi"] in shapes:  # a terminal wraps what it shows; colour codes are not copied
+        shapes = [s for s in shapes if s.stage != WRAPPED or s.name.startswith("flat")]
 
     def apply(text: str) -> str:
         for shape in shapes:
