@@ -229,7 +229,8 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
         return None
     # Lines at the width that could be cut: more text follows (not a new prefixed record).
-    exact = {i for i in range(len(lines) - 1) if widths[i] == width and _cut_rest(lines[i + 1])}
+    exact = {i for i in range(len(lines) - 1)
+             if widths[i] == width and _cut_rest(lines[i], lines[i + 1])}
     # Shorter lines the way a page breaks them: the next word would not have fit.
     long = [i for i in range(len(lines) - 1) if widths[i] >= width // 2]
     fits = {i: _word_fits(lines[i], widths[i], lines[i + 1], width) for i in long}
@@ -272,10 +273,12 @@ def _prefix(line: str) -> str:
     return prefix if prefix.strip() else ""
 
 
-def _cut_rest(following: str) -> bool:
-    """What follows a cut is its rest, even when it starts like a short prefix ("192: ")."""
+def _cut_rest(line: str, following: str) -> bool:
+    """Can ``following`` be the rest of ``line`` cut at the width? It may start like a short
+    prefix ("192: "); it is no copy of the line (a message every rank printed)."""
     prefix = _prefix(following)
-    return bool(following.strip()) and (not prefix or _AMBIGUOUS.fullmatch(prefix) is not None)
+    return bool(following.strip()) and following != line and (
+        not prefix or _AMBIGUOUS.fullmatch(prefix) is not None)
 
 
 def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
@@ -302,7 +305,7 @@ def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str 
     """
     if not following.strip():
         return None
-    if cut and length == width and _cut_rest(following):
+    if cut and length == width and _cut_rest(line, following):
         return ""
     if _word_fits(line, length, following, width) is not False:
         return None
