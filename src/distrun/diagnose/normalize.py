@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 MAX_LINE = 64 * 1024  # characters of one logical line that are considered
 
@@ -267,6 +268,7 @@ def _drops_prefix(line: str, following: str) -> bool:
         and _NEW_RECORD.match(rest) is None
 
 
+@lru_cache(maxsize=1024)
 def _prefix(line: str) -> str:
     """The line's leading prefixes ("" when only blanks lead it)."""
     prefix = line[: _peel(line)[0]]

@@ -17,7 +17,7 @@ from distrun.diagnose.sources import LOG_SUFFIXES, log_files
 
 SNIFF_BYTES = 64 * 1024
 UTF16_MAX_BYTES = 256 << 20
-UNWRAP_MAX_BYTES = 4 << 20  # a pasted excerpt (the matcher's small input): hard wraps joined
+UNWRAP_MAX_BYTES = 1 << 20  # a pasted excerpt or a terminal's scrollback: hard wraps joined
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
