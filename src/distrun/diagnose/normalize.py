@@ -9,7 +9,11 @@ and node the prefixes name.
 
 Only matched lines are normalised on big logs; small pasted logs are
 normalised whole so that lines wrapped by a terminal can be joined (see
-:mod:`distrun.diagnose.matcher`).
+:mod:`distrun.diagnose.matcher`). Before that, :func:`unwrap` rejoins a small
+log hard-wrapped at one width (a terminal's cut mid-word, a web page's or an
+editor's wrap at word boundaries), keeping line numbers; where too few lines
+tell a wrap, it passes a line's prefix on to the rest a wrap cut off, so the
+rank it names is kept.
 """
 
 from __future__ import annotations
