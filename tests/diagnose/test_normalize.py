@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from distrun.diagnose import diagnose, to_json
-from distrun.diagnose.normalize import MAX_LINE, logical_lines, rank_in_text, strip_prefixes
+from distrun.diagnose.normalize import (
+    MAX_LINE,
+    logical_lines,
+    rank_in_text,
+    strip_prefixes,
+    unwrap,
+)
+from distrun.diagnose.reading import open_log
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
@@ -167,3 +174,65 @@ def test_a_paste_that_lost_its_newlines_is_cut_where_records_start(tmp_path: Pat
     log.write_text(flat + "\n")
     root = to_json(diagnose([log]))["causes"][0]
     assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 1)
+
+
+WATCHDOG = ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7753, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600061 "
+            "milliseconds before timing out.")
+TRACE = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+         "    main()\n")
+
+
+def test_a_terminals_cut_is_rejoined_and_line_numbers_kept() -> None:
+    text = TRACE + f"[rank3]: {WATCHDOG}\n" + f"[rank3]: {OOM}\n"
+    cut = "\n".join(line[i : i + 60] for line in text.split("\n")
+                    for i in range(0, max(len(line), 1), 60))
+    joined = unwrap(cut).split("\n")
+    assert len(joined) == len(cut.split("\n"))
+    assert f"[rank3]: {WATCHDOG}" in joined and f"[rank3]: {OOM}" in joined
+
+
+def test_a_pages_wrap_is_rejoined_with_spaces() -> None:
+    import textwrap
+    text = "\n".join(textwrap.wrap(WATCHDOG, 70) + textwrap.wrap(OOM, 70))
+    assert [line for line in unwrap(text).split("\n") if line] == [WATCHDOG, OOM]
+
+
+@pytest.mark.parametrize("text", [
+    TRACE + "RuntimeError: CUDA error: invalid device ordinal\n" * 4,  # repeated by 4 ranks
+    TRACE + f"{OOM}\nCUDA kernel errors might be asynchronously reported\n",
+    "```\n" + TRACE + "```\n",
+    "short\nlines\n",
+])
+def test_a_log_that_is_not_wrapped_is_left_alone(text: str) -> None:
+    assert unwrap(text) == text
+
+
+def test_a_prefixed_line_cut_once_passes_its_prefix_on(tmp_path: Path) -> None:
+    line = f"[1,3]<stderr>:2024-05-01 12:00:00,123 - INFO - {OOM}"
+    log = tmp_path / "paste.log"
+    log.write_text(line[:70] + "\n" + line[70:] + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 3)
+
+
+def test_open_log_rejoins_a_small_wrapped_log(tmp_path: Path) -> None:
+    log = tmp_path / "wrapped.log"
+    log.write_text("\n".join(WATCHDOG[i : i + 50] for i in range(0, len(WATCHDOG), 50)) + "\n")
+    with open_log(log) as stream:
+        assert stream.read().decode().split("\n")[0] == WATCHDOG
+
+
+@pytest.mark.parametrize(("line", "text", "rank"), [
+    (f"3:     {OOM}", OOM, 3),  # srun --label before an indented line
+    ("2024-05-01 12:00:00,123 - ERROR - boom", "boom", None),  # asctime - levelname -
+])
+def test_more_prefixes(line: str, text: str, rank: int | None) -> None:
+    assert [(x.text, x.rank) for x in logical_lines(line)] == [(text, rank)]
+
+
+def test_a_short_line_holding_two_records_is_cut_between_them() -> None:
+    line = "FileNotFoundError: [Errno 2] x.pickle ERROR:torch.distributed.elastic:failed (exitcode: 1)"
+    assert [x.text for x in logical_lines(line)] == [
+        "FileNotFoundError: [Errno 2] x.pickle",
+        "ERROR:torch.distributed.elastic:failed (exitcode: 1)"]

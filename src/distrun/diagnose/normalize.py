@@ -9,13 +9,18 @@ and node the prefixes name.
 
 Only matched lines are normalised on big logs; small pasted logs are
 normalised whole so that lines wrapped by a terminal can be joined (see
-:mod:`distrun.diagnose.matcher`).
+:mod:`distrun.diagnose.matcher`). Before that, :func:`unwrap` rejoins a small
+log hard-wrapped at one width (a terminal's cut mid-word, a web page's or an
+editor's wrap at word boundaries), keeping line numbers; where too few lines
+tell a wrap, it passes a line's prefix on to the rest a wrap cut off, so the
+rank it names is kept.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 MAX_LINE = 64 * 1024  # characters of one logical line that are considered
 
@@ -30,13 +35,17 @@ _ENTITIES = {"&#39;": "'", "&#x27;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">
              "&amp;": "&", "&#34;": '"', "&nbsp;": " "}
 _ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
 # A line this long with no newline may be a paste that lost them: it is cut before the
-# starts of records (a traceback, an exception, a timestamp, a rank or launcher prefix).
+# starts of records (a traceback, an exception, a timestamp, a rank or launcher prefix,
+# a logger's level, torchelastic's summary blocks). A shorter line is cut only before the
+# starts no message has inside it (a traceback, a rank prefix, a logger's "ERROR:name:").
 FLAT_LINE = 400
+_STARTS = (r"Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:"
+           r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:|\d{4}-\d\d-\d\d[T ]\d\d:")
 _RECORD = re.compile(
-    r" (?=Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:|\d{4}-\d\d-\d\d[T ]\d\d:"
-    r"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: |[EWI]\d{4} \d\d:"
-    r"|Killed$|[\w.-]+:\d+:\d+ \[\d+\] )"
+    rf" (?={_STARTS}|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: "
+    r"|[EWI]\d{4} \d\d:|Killed$|[\w.-]+:\d+:\d+ \[\d+\] |Root Cause \(|\[\d+\]: +time +:)"
 )
+_SHORT_RECORD = re.compile(rf" (?={_STARTS})")
 # Leading prefixes: (regex, group of the rank, group of the node).
 _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
@@ -58,12 +67,16 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     # and a Markdown list dash
     (re.compile(r"-\s(?:[\w.]+\s-\s)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s)?(?=\S)"), 0, 0),
     (re.compile(r"[\w.]+\s-\s(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s"), 0, 0),
+    # "%(asctime)s - %(levelname)s - " (the stamp and its dash peeled already)
+    (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-(?:\s|$)"), 0, 0),
     (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
-    (re.compile(r"(\d{1,5}):\s(?=\S)"), 1, 0),  # srun --label
+    (re.compile(r"(\d{1,5}):[ \t]+(?=\S)"), 1, 0),  # srun --label (the line may be indented)
     (re.compile(r"([A-Za-z][\w.-]*):\s(?=\[(?:rank|default)\d+\]|\[\d+,\d+\]<std)"), 0, 1),  # pdsh
 )
+# One pass that tells whether any prefix starts at a position (most lines have none).
+_ANY_PREFIX = re.compile("|".join(f"(?:{regex.pattern})" for regex, _, _ in _PREFIXES))
 # Ranks named inside the text, most specific first.
 _IN_TEXT = (
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),
@@ -108,14 +121,17 @@ def logical_lines(raw: str) -> list[Logical]:
     """The logical lines of one raw line (several for a literal-``\\n`` paste, or for a
     long paste whose newlines were lost: split where a new record starts)."""
     text = clean(raw)
+    named: Logical | None = None  # the last part whose prefix named a rank
     if "\\n" in text or "\r" in text:
         parts = _PARTS.split(text)
-    elif len(text) > FLAT_LINE:
-        parts = _RECORD.split(text)
+    elif len(text) > FLAT_LINE or _SHORT_RECORD.search(text):
+        # The line's own prefixes name the rank of every record in it.
+        outer = strip_prefixes(text)
+        named = outer if outer.rank is not None else None
+        parts = (_RECORD if len(text) > FLAT_LINE else _SHORT_RECORD).split(outer.text)
     else:
         parts = [text]
     lines: list[Logical] = []
-    named: Logical | None = None  # the last part whose prefix named a rank
     for part in parts:
         line = strip_prefixes(part)
         if line.rank is not None:
@@ -129,6 +145,12 @@ def logical_lines(raw: str) -> list[Logical]:
 
 def strip_prefixes(text: str) -> Logical:
     """Peel timestamps and launcher prefixes off the front; the innermost rank wins."""
+    pos, rank, node = _peel(text)
+    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
+
+
+def _peel(text: str) -> tuple[int, int | None, str | None]:
+    """Where the message starts after the leading prefixes, and the rank and node they name."""
     rank: int | None = None
     node: str | None = None
     pos = len(text) - len(text.lstrip())
@@ -142,13 +164,15 @@ def strip_prefixes(text: str) -> Logical:
             node = found.group(node_group)
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
-    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
+    return pos, rank, node
 
 
 def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
     stamp = _TIMESTAMP.match(text, pos)
     if stamp is not None and stamp.end() > pos:
         return stamp, 0, 0
+    if _ANY_PREFIX.match(text, pos) is None:
+        return None, 0, 0
     for regex, rank_group, node_group in _PREFIXES:
         found = regex.match(text, pos)
         if found is not None:
@@ -163,3 +187,132 @@ def rank_in_text(text: str, jax: bool = False) -> int | None:
         if found is not None:
             return int(found.group(1))
     return None
+
+
+# Hard wraps: a terminal cuts every line at its width (mid-word); an editor or a web page
+# wraps at the last space before it. Either way the longest lines pile up at the width.
+WRAP_COLUMNS = (40, 240)
+_AMBIGUOUS = re.compile(r"[\d:>`\s-]{1,8}")  # prefixes a cut's rest may start like ("192: ")
+_NEAR = 12  # an editor's wrapped line ends this close to the width
+_NEW_RECORD = re.compile(rf"{_STARTS}|During handling|The above exception|File \""
+                         r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):"
+                         r"|srun: |slurmstepd: |[\w.-]+:\d+:\d+ \[\d+\] ")  # NCCL's header
+
+
+def unwrap(text: str) -> str:
+    """``text`` with hard-wrapped lines joined again; the line count is kept (a joined
+    line's continuations become empty lines) so that line numbers stay the file's."""
+    lines = [clean(line).rstrip("\r") for line in text.split("\n")]  # colours off
+    widths = [len(line) for line in lines]
+    mode = _wrap_mode(lines, widths)
+    if mode is None:
+        return _carry_prefixes(text, lines, widths)
+    width, cut = mode
+    out = list(lines)
+    head = 0
+    for index in range(1, len(lines)):
+        glue = _glue(lines[index - 1], widths[index - 1], lines[index], width, cut)
+        if glue is None:
+            head = index
+            continue
+        rest = lines[index]
+        prefix = _prefix(rest)
+        rest = rest[len(prefix):] if prefix and prefix == _prefix(lines[index - 1]) else rest
+        out[head] += glue + rest
+        out[index] = ""
+    return "\n".join(out)
+
+
+def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
+    """(width, cut mid-word) when the text looks wrapped at a width; None: it does not.
+
+    A terminal's cut: lines pile up at exactly the width. A page's wrap: where a long
+    line is followed by more of its text, the next word would not have fit, more often
+    than not (a line that ends early though the next word would fit is a real line end).
+    """
+    width = max(widths, default=0)
+    if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
+        return None
+    # Lines at the width that could be cut: more text follows (not a new prefixed record).
+    exact = {i for i in range(len(lines) - 1)
+             if widths[i] == width and _cut_rest(lines[i], lines[i + 1])}
+    # Shorter lines the way a page breaks them: the next word would not have fit.
+    long = [i for i in range(len(lines) - 1) if widths[i] >= width // 2]
+    fits = {i: _word_fits(lines[i], widths[i], lines[i + 1], width) for i in long}
+    breaks = sum(1 for i, fit in fits.items() if fit is False and i not in exact)
+    if len(exact) >= 2 and len(exact) > breaks:
+        return width, True
+    # A page's wrap: lines near the width (after any line, a long word would not fit).
+    wrapped = {i for i, fit in fits.items() if fit is False and widths[i] >= width - 2 * _NEAR}
+    if len(wrapped) >= 2 and len(wrapped) > sum(map(bool, fits.values())):
+        return width, False
+    return None
+
+
+def _carry_prefixes(text: str, lines: list[str], widths: list[int]) -> str:
+    """Too few lines to tell a wrap (a pasted line or two): where a prefixed line at the
+    width is followed by more text without the prefix, that text gets the prefix (the
+    matcher joins the two; the rank the prefix names is kept)."""
+    width = max(widths, default=0)
+    if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
+        return text
+    out = list(lines)
+    for i in range(len(lines) - 1):
+        full = widths[i] == width or (widths[i] >= width - 2 * _NEAR and _word_fits(
+            lines[i], widths[i], lines[i + 1], width) is False)
+        if full and _drops_prefix(out[i], lines[i + 1]):
+            out[i + 1] = _prefix(out[i]) + lines[i + 1]
+    return text if out == lines else "\n".join(out)
+
+
+def _drops_prefix(line: str, following: str) -> bool:
+    """``line`` has prefixes, ``following`` (more text, not a new record) has none."""
+    rest = following.lstrip()
+    return bool(_prefix(line)) and rest == following and bool(rest) and not _prefix(following) \
+        and _NEW_RECORD.match(rest) is None
+
+
+@lru_cache(maxsize=1024)
+def _prefix(line: str) -> str:
+    """The line's leading prefixes ("" when only blanks lead it)."""
+    prefix = line[: _peel(line)[0]]
+    return prefix if prefix.strip() else ""
+
+
+def _cut_rest(line: str, following: str) -> bool:
+    """Can ``following`` be the rest of ``line`` cut at the width? It may start like a short
+    prefix ("192: "); it is no copy of the line (a message every rank printed)."""
+    prefix = _prefix(following)
+    return bool(following.strip()) and following != line and (
+        not prefix or _AMBIGUOUS.fullmatch(prefix) is not None)
+
+
+def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
+    """Would the first word of ``following`` have fit on ``line``? None: ``following``
+    is not more text (an empty line, a new record, an indented line)."""
+    prefix = _prefix(following)
+    body = following[len(prefix):]
+    if following.lstrip().startswith("```"):
+        return None  # a Markdown fence
+    if not body.strip() or (prefix and prefix != _prefix(line) and prefix.strip("`")):
+        return None  # a new record with a prefix of its own (a code span's ` is none)
+    if not line[len(_prefix(line)):].strip() and not prefix.strip("`"):
+        return False  # a line of prefixes only: its message was wrapped onto the next
+    if body[:1].isspace() or _NEW_RECORD.match(body):
+        return None
+    return length + 1 + len(body.split(None, 1)[0]) <= width
+
+
+def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str | None:
+    """How ``following`` joins ``line`` when it is the rest the wrap cut off; None: it is not.
+
+    A terminal cuts at the width, mid-word (glue ""); a page wraps before the word that
+    would not fit (glue " "), and cuts a word longer than the width.
+    """
+    if not following.strip():
+        return None
+    if cut and length == width and _cut_rest(line, following):
+        return ""
+    if _word_fits(line, length, following, width) is not False:
+        return None
+    return "" if length == width and " " not in line.strip() else " "

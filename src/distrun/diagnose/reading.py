@@ -12,10 +12,12 @@ import io
 import stat
 from pathlib import Path
 
+from distrun.diagnose.normalize import unwrap
 from distrun.diagnose.sources import LOG_SUFFIXES, log_files
 
 SNIFF_BYTES = 64 * 1024
 UTF16_MAX_BYTES = 256 << 20
+UNWRAP_MAX_BYTES = 1 << 20  # a pasted excerpt or a terminal's scrollback: hard wraps joined
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
@@ -52,14 +54,24 @@ def check_path(path: Path) -> None:
 
 
 def open_log(path: Path) -> io.BufferedIOBase:
-    """The file as UTF-8 bytes: UTF-16 logs (Windows PowerShell redirects) are re-encoded."""
+    """The file as UTF-8 bytes: UTF-16 logs (Windows PowerShell redirects) are re-encoded;
+    a small log hard-wrapped by a terminal or a web page has its lines joined again."""
     stream = path.open("rb")
     if stream.read(2) not in _UTF16_BOMS:
         stream.seek(0)
-        return stream
+        if path.stat().st_size > UNWRAP_MAX_BYTES:
+            return stream
+        with stream:
+            return _unwrapped(stream.read(UNWRAP_MAX_BYTES + 1))
     with stream:
         stream.seek(0)
         text = stream.read(UTF16_MAX_BYTES).decode("utf-16", "replace")
-    return io.BytesIO(text.encode("utf-8"))
+    return _unwrapped(text.encode("utf-8"))
 
 
+def _unwrapped(data: bytes) -> io.BytesIO:
+    if len(data) > UNWRAP_MAX_BYTES:
+        return io.BytesIO(data)
+    text = data.decode("utf-8", "replace")
+    joined = unwrap(text)
+    return io.BytesIO(data if joined is text else joined.encode("utf-8"))
