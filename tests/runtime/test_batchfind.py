@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from distrun.runtime import batchcache
-from distrun.runtime.batchfind import EDGE_MARGIN, find, is_oom, search
+from distrun.runtime.batchfind import EDGE_MARGIN, done, find, is_oom, search
 from tests.conftest import REPO, cli_env
 
 JOBS = Path(__file__).parent / "memjobs"
@@ -79,8 +79,12 @@ def test_cache_gives_the_next_search_its_start(tmp_path: Path) -> None:
     tried.clear()
     again = find("cpu", 1, step, lambda n: torch.randn(n, 4), start=2, maximum=64,
                  model=model, env=env)
-    assert again.started_from_cache and tried == [first.fits_up_to]
-    assert again.size == first.size
+    assert again.started_from_cache and tried[0] == first.fits_up_to
+    if done(first.fits_up_to, 65, 64, 0.06):  # the first search proved its answer: one trial
+        assert tried == [first.fits_up_to] and again.size == first.size
+    else:  # it ran out of trials below the edge (its guesses read this process's memory,
+        # which earlier tests change): the next one goes on from there
+        assert again.fits_up_to >= first.fits_up_to
     other = batchcache.key(batchcache.model_signature(torch.nn.Linear(4, 5)), "cpu", 1, "fp32")
     assert batchcache.load(env, other) is None
 
