@@ -59,6 +59,16 @@ def torchrun(tmp_path: Path, marker: str, nproc: int, mode: str, extra: dict[str
                           timeout=240, check=False)
 
 
+def launch(tmp_path: Path, marker: str, mode: str, nproc: str = "1", *flags: str,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``distrun launch`` of ``job.py MODE``; its console output kept as launch-MODE.txt."""
+    done = run_cli(["launch", "--nproc-per-node", nproc, "--run-dir", str(tmp_path / "run"),
+                    *flags, str(JOB), mode, str(tmp_path / "out")], tmp_path, timeout=280,
+                   env={"DISTRUN_TEST_MARK": marker, **(env or {})})
+    capture(f"launch-{mode}.txt", done.stdout + done.stderr)
+    return done
+
+
 def diagnose(tmp_path: Path, name: str, text: str) -> dict[str, object]:
     log = tmp_path / name
     log.write_text(text)
@@ -120,10 +130,7 @@ def test_nvml_and_nvidia_smi_samplers_see_this_process_on_the_gpu() -> None:
 
 def test_launch_binds_one_rank_per_gpu_on_nccl(tmp_path: Path, marker: str) -> None:
     n = gpus()
-    done = run_cli(["launch", "--nproc-per-node", "gpu", "--run-dir", str(tmp_path / "run"),
-                    str(JOB), "bind", str(tmp_path / "out")], tmp_path, timeout=240,
-                   env={"DISTRUN_TEST_MARK": marker})
-    capture("launch-bind.txt", done.stdout + done.stderr)
+    done = launch(tmp_path, marker, "bind", "gpu")
     assert done.returncode == 0, done.stderr[-3000:]
     for rank, got in enumerate(results(tmp_path / "out", n)):
         assert got["device"] == f"cuda:{rank}" and got["current"] == rank
@@ -145,10 +152,7 @@ def test_launch_binds_one_rank_per_gpu_on_nccl(tmp_path: Path, marker: str) -> N
 
 def test_one_group_on_nccl_and_gloo_keeps_both_recorders_counts(tmp_path: Path, marker: str
                                                               ) -> None:
-    done = run_cli(["launch", "--nproc-per-node", "1", "--run-dir", str(tmp_path / "run"),
-                    str(JOB), "mixed", str(tmp_path / "out")], tmp_path, timeout=240,
-                   env={"DISTRUN_TEST_MARK": marker})
-    capture("launch-mixed.txt", done.stdout + done.stderr)
+    done = launch(tmp_path, marker, "mixed")
     for name in ("out.nccl.json", "out.fr.json"):
         capture(f"fr-status-mixed-{name.split('.')[1]}.json", (tmp_path / name).read_text())
     assert done.returncode == 0, done.stderr[-3000:]
@@ -159,10 +163,7 @@ def test_one_group_on_nccl_and_gloo_keeps_both_recorders_counts(tmp_path: Path, 
 
 def test_collective_queued_behind_gpu_work_is_seen_in_flight(tmp_path: Path, marker: str
                                                             ) -> None:
-    done = run_cli(["launch", "--nproc-per-node", "1", "--run-dir", str(tmp_path / "run"),
-                    str(JOB), "slow_collective", str(tmp_path / "out")], tmp_path, timeout=240,
-                   env={"DISTRUN_TEST_MARK": marker})
-    capture("launch-slow.txt", done.stdout + done.stderr)
+    done = launch(tmp_path, marker, "slow_collective")
     capture("slow-events.jsonl", (tmp_path / "run" / "events.jsonl").read_text())
     assert done.returncode == 0, done.stderr[-3000:]
     (group,) = results(tmp_path / "out", 1)[0]["in_flight"].values()  # type: ignore[attr-defined]
@@ -173,10 +174,7 @@ def test_collective_queued_behind_gpu_work_is_seen_in_flight(tmp_path: Path, mar
 
 def test_more_ranks_than_gpus_is_refused_before_launch(tmp_path: Path, marker: str) -> None:
     n = gpus()
-    done = run_cli(["launch", "--nproc-per-node", str(n + 1), "--run-dir", str(tmp_path / "run"),
-                    str(JOB), "bind", str(tmp_path / "out")], tmp_path, timeout=120,
-                   env={"DISTRUN_TEST_MARK": marker})
-    capture("launch-too-many.txt", done.stdout + done.stderr)
+    done = launch(tmp_path, marker, "bind", str(n + 1))
     assert done.returncode != 0
     assert f"{n + 1} processes per node, but each node has {n}" in done.stderr
     assert f"--nproc-per-node {n}" in done.stderr and "Traceback" not in done.stderr
@@ -197,11 +195,8 @@ def test_two_ranks_on_one_gpu_are_named_by_verify_and_by_diagnose(
         tmp_path: Path, marker: str) -> None:
     """A plain script that binds every rank to cuda:0, forced past the preflight: nccl fails
     with "Duplicate GPU detected"; distrun names the shared GPU and the cause."""
-    done = run_cli(["launch", "--force", "--nproc-per-node", "2", "--run-dir",
-                    str(tmp_path / "run"), "--master-port", str(free_port()), str(JOB),
-                    "plain_dup", str(tmp_path / "out")], tmp_path, timeout=240,
-                   env={"DISTRUN_TEST_MARK": marker, "NCCL_DEBUG": "WARN"})
-    capture("launch-dup.txt", done.stdout + done.stderr)
+    done = launch(tmp_path, marker, "plain_dup", "2", "--force", "--master-port",
+                  str(free_port()), env={"NCCL_DEBUG": "WARN"})
     assert done.returncode == 1
     assert "verify: ERROR: 2/2 ranks joined, but ranks 0 and 1 share cuda:0" in done.stderr
     assert "Root cause: Two ranks on the same GPU" in done.stderr
@@ -227,10 +222,7 @@ def test_init_names_two_ranks_sharing_a_gpu_before_nccl(tmp_path: Path, marker: 
 
 
 def test_batch_finder_lands_just_under_the_gpus_real_limit(tmp_path: Path, marker: str) -> None:
-    done = run_cli(["launch", "--nproc-per-node", "1", "--run-dir", str(tmp_path / "run"),
-                    str(JOB), "find", str(tmp_path / "out")], tmp_path, timeout=280,
-                   env={"DISTRUN_TEST_MARK": marker})
-    capture("launch-find.txt", done.stdout + done.stderr)
+    done = launch(tmp_path, marker, "find")
     assert done.returncode == 0, done.stderr[-3000:]
     got = results(tmp_path / "out", 1)[0]
     capture("find.json", json.dumps(got))
