@@ -671,6 +671,55 @@ SOURCE_MESSAGES = [
     # Megatron-LM dist_checkpointing/dict_utils.py merge() of the common state on resume
     ("checkpoint-layout-mismatch", "ValueError: Cannot merge two lists with different lengths "
                                    "(1 and 4, encountered at level ('optimizer', 0))"),
+    # rulesH pass 3, from the messages' sources:
+    # Open MPI's MPI_ERR_TRUNCATE class (ompi/errhandler); CANN HCCL error code EI0005
+    ("collective-mismatch", "[n1:1234] *** MPI_ERR_TRUNCATE: message truncated"),
+    ("collective-mismatch", "EI0005: The arguments for collective communication are inconsistent "
+                            "between ranks: tag [HcomAllReduce_1], parameter [count], local "
+                            "[1024], remote [2048]"),
+    # CUDA driver API names (cuda.h) and runtime strings (cudaGetErrorString)
+    ("gpu-p2p-broken", "RuntimeError: CUDA error: CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"),
+    ("gpu-p2p-broken", "RuntimeError: CUDA error: peer access has not been enabled"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: CUDA driver is a stub library"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: API call is not supported in the "
+                                   "installed CUDA driver"),
+    # NVML's nvmlErrorString (nvidia-smi, pynvml) after a driver upgrade without reboot
+    ("nccl-cuda-library-mismatch", "Failed to initialize NVML: Driver/library version mismatch"),
+    ("nccl-cuda-library-mismatch", "ImportError: libsycl.so.7: cannot open shared object file: "
+                                   "No such file or directory"),
+    # Megatron-LM dist_checkpointing (strategies/torch.py, zarr.py) _validate_global_shapes;
+    # DeepSpeed utils/zero_to_fp32.py parse_optim_states
+    ("checkpoint-layout-mismatch", "megatron.core.dist_checkpointing.core.CheckpointingException: "
+                                   "Global shape mismatch for loaded (torch.Size([1024, 512])) and "
+                                   "expected ((2048, 512)) tensor for key decoder.weight"),
+    ("checkpoint-layout-mismatch", "ValueError: Expected 8 of '*_optim_states.pt' under "
+                                   "'ckpt/global_step100' but found 4 files. Possibly due to an "
+                                   "overwrite of an old checkpoint"),
+    # Open MPI help-mpi-btl-openib.txt, btl_openib_component.c handle_wc; bml r2 unreachable
+    ("nccl-network", "[n1][[1234,1],0][btl_openib_component.c:3644:handle_wc] from n1 to: n2 "
+                     "error polling LP CQ with status RETRY EXCEEDED ERROR status number 12"),
+    ("nccl-network", "The InfiniBand retry count between two MPI processes has been exceeded."),
+    ("nccl-network", "At least one pair of MPI processes are unable to reach each other for MPI "
+                     "communications."),
+    # MPICH/Intel MPI hydra's exit block; Ray's ActorDiedError
+    ("elastic-summary-no-root-cause", "=   YOUR APPLICATION TERMINATED WITH THE EXIT STRING: "
+                                      "Segmentation fault (signal 11)"),
+    ("elastic-summary-no-root-cause", "ray.exceptions.RayActorError: The actor died unexpectedly "
+                                      "before finishing this task."),
+    # Kubernetes events, systemd-oomd's kill log line, launcher exit codes
+    ("host-oom-or-killed", "Container train was OOM killed"),
+    ("host-oom-or-killed", "systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-2.scope "
+                           "due to memory pressure for /user.slice being 92.31% > 50.00%"),
+    ("host-oom-or-killed", "ERROR: torch.distributed.elastic: exit code: -9"),
+    # torch mps allocator, NCCL include/alloc.h, TensorFlow BFC allocator
+    ("cuda-out-of-memory", "RuntimeError: MPS backend out of memory (MPS allocated: 17.97 GB, "
+                           "other allocations: 240.00 KB, max allowed: 18.13 GB)."),
+    ("cuda-out-of-memory", "n1:7:9 [0] include/alloc.h:48 NCCL WARN Failed to CUDA calloc "
+                           "4194304 bytes"),
+    ("cuda-out-of-memory", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.0KiB"),
+    # libc++ on macOS when gloo's threads outlive the interpreter
+    ("exit-time-abort", "libc++abi: terminating due to uncaught exception of type "
+                        "std::__1::system_error: mutex lock failed: Invalid argument"),
 ]
 
 
