@@ -181,6 +181,46 @@ def test_timeouts_with_different_sizes_are_a_mismatch(tmp_path: Path) -> None:
     assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
 
 
+def test_timeouts_at_different_sequence_numbers_of_one_group_are_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    # A collective completes on every rank of its group or on none: rank 1 stuck one
+    # collective later than ranks 0 and 2 issued a collective they never did.
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 8), watchdog(1, "ALLREDUCE", 8)
+                              .replace("SeqNum=41", "SeqNum=42"), watchdog(2, "ALLREDUCE", 8)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
+
+
+def test_old_torch_timeouts_in_different_operations_are_a_mismatch(tmp_path: Path) -> None:
+    old = ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(OpType={op}, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing "
+           "out.")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([old.format(r=0, op="BROADCAST"), old.format(r=1, op="ALLREDUCE"),
+                              old.format(r=2, op="BROADCAST")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
+
+
+def test_pipeline_stages_waiting_in_send_and_recv_stay_a_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "SEND", 8), watchdog(1, "RECV", 8)
+                              .replace("SeqNum=41", "SeqNum=40")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+
+
+def test_timeouts_in_different_process_groups_stay_a_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 8).replace("[Rank 0]", "[PG ID 0 Rank 0]"),
+                              watchdog(1, "ALLGATHER", 8).replace("[Rank 1]", "[PG ID 3 Rank 1]")
+                              .replace("SeqNum=41", "SeqNum=7")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+
+
 def test_same_collective_everywhere_stays_a_timeout_and_names_the_silent_rank(
     tmp_path: Path,
 ) -> None:

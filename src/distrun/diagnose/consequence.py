@@ -24,24 +24,35 @@ MISMATCH_RULE = "collective-mismatch"
 TIMEOUT_RULE = "collective-timeout"
 SUMMARY_RULE = "elastic-summary-no-root-cause"
 
-_WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
+_WORK = re.compile(r"(?:SeqNum=(\d+), )?OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
+_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+# Point-to-point work: pipeline stages legitimately wait in different sends and receives.
+_P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
                       r"|waiting for send/recv from rank (\d+)")
 
-Work = tuple[str, str, str]  # OpType, NumelIn, NumelOut
+Work = tuple[str, str, str, str]  # SeqNum, OpType, NumelIn, NumelOut
 
 
 def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
-    """A derived collective-mismatch hit when ranks timed out in different collectives."""
-    by_seq: dict[str, dict[int, tuple[Work, Hit]]] = {}
+    """A derived collective-mismatch hit when ranks timed out in different collectives.
+
+    A collective completes on every rank of its group or on none, so the oldest
+    collective each rank is stuck in is the same one unless the ranks issued
+    different ones: different operations or element counts for one sequence number,
+    different sequence numbers in one process group, or (older torch, no sequence
+    number) different operations.
+    """
+    by_group: dict[str, dict[int, tuple[Work, Hit]]] = {}
     for hit in secondary:
         found = _WORK.search(hit.text) if hit.rule_id == TIMEOUT_RULE else None
-        if found is None or hit.rank is None:
+        if found is None or hit.rank is None or found.group(2) in _P2P:
             continue
-        seq, op, numel_in, numel_out = found.groups()
-        by_seq.setdefault(seq, {}).setdefault(hit.rank, ((op, numel_in or "", numel_out or ""), hit))
-    for ranks in by_seq.values():
+        group = _PG.search(hit.text)
+        work: Work = tuple(g or "" for g in found.groups())  # type: ignore[assignment]
+        by_group.setdefault(group.group(1) if group else "", {}).setdefault(hit.rank, (work, hit))
+    for ranks in by_group.values():
         works = Counter(work for work, _ in ranks.values())
         if len(works) < 2:
             continue
