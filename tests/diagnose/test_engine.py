@@ -204,6 +204,22 @@ def test_old_torch_timeouts_in_different_operations_are_a_mismatch(tmp_path: Pat
     assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
 
 
+def test_slurm_step_or_allocation_refused_for_another_reason_is_not_confident(
+    tmp_path: Path,
+) -> None:
+    # slurm_errno.c: the reason after "Unable to create step" / "Unable to allocate
+    # resources" says whether the request did not fit; a step of a job that is ending or
+    # a wrong account is not an allocation mismatch
+    log = tmp_path / "job.log"
+    log.write_text("srun: error: Unable to create step for job 1234: Job/step already completing "
+                   "or completed\n")
+    assert to_json(diagnose([log]))["confidence"] != "high"
+    log.write_text("srun: error: Unable to create step for job 1234: More processors requested "
+                   "than permitted\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("slurm-allocation-mismatch", "high")
+
+
 def test_pipeline_stages_waiting_in_send_and_recv_stay_a_timeout(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("\n".join([watchdog(0, "SEND", 8), watchdog(1, "RECV", 8)
@@ -760,6 +776,16 @@ SOURCE_MESSAGES = [
     # libc++ on macOS when gloo's threads outlive the interpreter
     ("exit-time-abort", "libc++abi: terminating due to uncaught exception of type "
                         "std::__1::system_error: mutex lock failed: Invalid argument"),
+    # subprocess.CalledProcessError (accelerate launch, torch.distributed.launch) for a worker
+    # that died of a signal; Ray's ActorDiedError text
+    ("elastic-summary-no-root-cause", "subprocess.CalledProcessError: Command '['python', "
+                                      "'train.py']' died with <Signals.SIGSEGV: 11>."),
+    ("elastic-summary-no-root-cause", "The actor is dead because its worker process has died. "
+                                      "Worker exit type: SYSTEM_ERROR"),
+    ("host-oom-or-killed", "subprocess.CalledProcessError: Command 'python train.py' returned "
+                           "non-zero exit status -9."),
+    # Slurm slurm_errno.c ESLURM_INVALID_TASK_MEMORY
+    ("slurm-allocation-mismatch", "sbatch: error: Memory specification can not be satisfied"),
 ]
 
 

@@ -38,6 +38,9 @@ BENIGN_PATTERNS = (
     # shared object file" when none is installed (the internal transport is used)
     "NCCL INFO (NET|TUNER|PROFILER|ENV)/Plugin",
     "No plugin found \\(libnccl-",
+    # NCCL/RCCL misc/ibvwrap.cc probing libibverbs on a host without InfiniBand: "NCCL WARN
+    # Failed to open libibverbs.so[.1]", then "NET/Socket : Using ..." (the socket transport)
+    "ibvwrap\\.cc:[0-9]+ NCCL WARN Failed to open libibverbs",
     # TensorFlow's dso_loader probing the CUDA libraries at import (transformers imports it
     # in torch jobs too); TF says "Ignore above cudart dlerror if you do not have a GPU set
     # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU
