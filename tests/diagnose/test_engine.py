@@ -786,6 +786,20 @@ SOURCE_MESSAGES = [
                            "non-zero exit status -9."),
     # Slurm slurm_errno.c ESLURM_INVALID_TASK_MEMORY
     ("slurm-allocation-mismatch", "sbatch: error: Memory specification can not be satisfied"),
+    # vLLM executor/ray_utils.py placement-group check (more workers than GPUs)
+    ("cuda-invalid-device-ordinal", "ValueError: The number of required GPUs exceeds the total "
+                                    "number of available GPUs in the placement group."),
+    # CANN acl_rt error codes (107001 ACL_ERROR_RT_INVALID_DEVICEID) as torch_npu prints them
+    ("ascend-hccl", "RuntimeError: NPU error, error code is 107001"),
+    ("ascend-hccl", "[ERROR] RUNTIME(1234,python):2024-01-01-00:00:00.000.000 [api_c.c:123]1234 "
+                    "rtSetDevice: ErrCode=107001, desc=[invalid device id], InnerCode=0x7070001"),
+    # cudnnStatus_t (cudnn_ops_infer.h / cudnn_graph.h): a cuDNN sub-library of another release
+    ("nccl-cuda-library-mismatch", "RuntimeError: cuDNN error: CUDNN_STATUS_VERSION_MISMATCH"),
+    # UCX/NCCL ibverbs calls (the locked-memory limit, a missing HCA); NCCL binding an
+    # address that is not on this host's interface
+    ("nccl-network", "UCX  ERROR   ibv_create_qp(...) failed: Cannot allocate memory"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/Socket : Failed to bind to 10.0.0.9<0>: Cannot "
+                     "assign requested address"),
 ]
 
 
