@@ -220,6 +220,20 @@ def test_slurm_step_or_allocation_refused_for_another_reason_is_not_confident(
     assert (root["id"], root["confidence"]) == ("slurm-allocation-mismatch", "high")
 
 
+def test_a_sigbus_in_the_launcher_summary_points_at_shared_memory_with_low_confidence(
+    tmp_path: Path,
+) -> None:
+    # torchelastic's summary (errors/__init__.py) for a worker killed by SIGBUS: in a
+    # training job almost always /dev/shm (DataLoader or NCCL shared memory) running out
+    log = tmp_path / "launcher.log"
+    log.write_text("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "Root Cause (first observed failure):\n[0]:\n  rank      : 2 (local_rank: 2)\n"
+                   "  exitcode  : -7 (pid: 1234)\n  error_file: <N/A>\n"
+                   "  traceback : Signal 7 (SIGBUS) received by PID 1234\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("shm-bus-error", 2, "low")
+
+
 def test_pipeline_stages_waiting_in_send_and_recv_stay_a_timeout(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text("\n".join([watchdog(0, "SEND", 8), watchdog(1, "RECV", 8)
@@ -800,6 +814,10 @@ SOURCE_MESSAGES = [
     ("nccl-network", "UCX  ERROR   ibv_create_qp(...) failed: Cannot allocate memory"),
     ("nccl-network", "n1:7:9 [0] NCCL WARN NET/Socket : Failed to bind to 10.0.0.9<0>: Cannot "
                      "assign requested address"),
+    # torch 2.0/2.1 ProcessGroupNCCL.cpp spelled it "retreiving"
+    ("collective-timeout", "RuntimeError: [1] is setting up NCCL communicator and retreiving "
+                           "ncclUniqueId from [0] via c10d key-value store by key '0', but "
+                           "store->get('0') got error: Socket Timeout"),
 ]
 
 
