@@ -818,6 +818,14 @@ SOURCE_MESSAGES = [
     ("collective-timeout", "RuntimeError: [1] is setting up NCCL communicator and retreiving "
                            "ncclUniqueId from [0] via c10d key-value store by key '0', but "
                            "store->get('0') got error: Socket Timeout"),
+    # Ray's GCS / other servers binding a taken port; Winsock WSAEADDRINUSE
+    ("address-in-use", "Fatal error: port 6379 already in use"),
+    ("address-in-use", "ERROR: [Errno 10048] error while attempting to bind on address "
+                       "('0.0.0.0', 29500)"),
+    # NCCL's generic invalid-usage class through torch (NCCLUtils.hpp): weak, low confidence
+    ("duplicate-gpu", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+                      "distributed/c10d/NCCLUtils.hpp:317, invalid usage (run with "
+                      "NCCL_DEBUG=WARN for details), NCCL version 2.20.5"),
 ]
 
 
