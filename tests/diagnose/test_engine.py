@@ -826,6 +826,32 @@ SOURCE_MESSAGES = [
     ("duplicate-gpu", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
                       "distributed/c10d/NCCLUtils.hpp:317, invalid usage (run with "
                       "NCCL_DEBUG=WARN for details), NCCL version 2.20.5"),
+    # NCCL src (WARN strings): init.cc, bootstrap.cc, misc/cudawrap.cc, misc/socket.cc,
+    # net.cc; gloo transport/tcp/pair.cc's receive-size enforce
+    ("duplicate-gpu", "n1:7:9 [0] NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+                      "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this"),
+    ("world-size-mismatch", "n1:7:9 [0] NCCL WARN Bootstrap Root : mismatch in info from procs, "
+                            "nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0, offset 0"),
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] NCCL WARN CUDA Driver version found is 11040. "
+                                   "Minimum requirement is 12000"),
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] NCCL WARN NCCL library is too old. This "
+                                   "application was compiled with NCCL version 2.21.5, but is "
+                                   "running with NCCL 2.18.1"),
+    ("collective-mismatch", "n1:7:9 [0] NCCL WARN Message truncated : received 4096,2 bytes "
+                            "instead of 2048,2"),
+    ("collective-mismatch", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/"
+                            "tcp/pair.cc:510] op.preamble.roffset + op.preamble.length <= "
+                            "op.buf->size_. 4096 vs 2048"),
+    ("shm-bus-error", "n1:7:9 [0] NCCL WARN Error while attaching to shared memory segment "
+                      "/dev/shm/nccl-abc (size 9637888)"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN Net : error encountered when getting address info : "
+                     "Name or service not known"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN Failed to initialize any NET plugin"),
+    # NCCL net_ib printIbWcStatusHint: IBV_WC_LOC_PROT_ERR is, "in many cases", ACS
+    ("gpu-p2p-broken", "n1:7:9 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> "
+                       "with status=4 opcode=0 len=0 vendor err 81 (Recv)\nn1:7:9 [0] NCCL INFO "
+                       "HINT: In many cases this error occurs when ACS is enabled which would "
+                       "break GPU Direct RDMA protocol."),
 ]
 
 
