@@ -852,6 +852,15 @@ SOURCE_MESSAGES = [
                        "with status=4 opcode=0 len=0 vendor err 81 (Recv)\nn1:7:9 [0] NCCL INFO "
                        "HINT: In many cases this error occurs when ACS is enabled which would "
                        "break GPU Direct RDMA protocol."),
+    # Intel SYCL/UR and ROCm HSA runtime error names for exhausted device resources (weak)
+    ("cuda-out-of-memory", "RuntimeError: Native API failed. Native API returns: -5 "
+                           "(PI_ERROR_OUT_OF_RESOURCES) -5 (PI_ERROR_OUT_OF_RESOURCES)"),
+    # Slurm slurmstepd when the tasks ignore the signals at cancel/time limit; OpenSSH's
+    # "Killed by signal 15." (SIGTERM, not the OOM killer's SIGKILL)
+    ("stopped-externally", "slurmstepd: error: *** JOB 1234 STEPD TERMINATED ON n1 AT "
+                           "2024-01-01T00:00:00 DUE TO JOB NOT ENDING WITH SIGNALS ***"),
+    ("stopped-externally", "Killed by signal 15."),
+    ("stopped-externally", "[2024-01-01 00:00:00] received signal SIGTERM"),
 ]
 
 
