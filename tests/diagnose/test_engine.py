@@ -193,6 +193,18 @@ def test_timeouts_at_different_sequence_numbers_of_one_group_are_a_mismatch(
     assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
 
 
+def test_ranks_stuck_at_different_nccl_work_numbers_are_a_mismatch(tmp_path: Path) -> None:
+    # torch >= 2.2 ProcessGroupNCCL.cpp: "Timeout at NCCL work: N, last enqueued NCCL work:
+    # ..., last completed NCCL work: ..." on each rank; a pasted log may hold only these
+    at = ("[rank{r}]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank {r}] Timeout at NCCL work: {n}, "
+          "last enqueued NCCL work: {n}, last completed NCCL work: {m}.")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([at.format(r=0, n=12, m=11), at.format(r=1, n=13, m=12),
+                              at.format(r=2, n=12, m=11)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
+
+
 def test_old_torch_timeouts_in_different_operations_are_a_mismatch(tmp_path: Path) -> None:
     old = ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Watchdog caught collective operation timeout: "
            "WorkNCCL(OpType={op}, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing "

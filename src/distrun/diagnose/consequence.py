@@ -24,7 +24,8 @@ MISMATCH_RULE = "collective-mismatch"
 TIMEOUT_RULE = "collective-timeout"
 SUMMARY_RULE = "elastic-summary-no-root-cause"
 
-_WORK = re.compile(r"(?:SeqNum=(\d+), )?OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
+_WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?"
+                   r"|OpType=(\w+)|Timeout at NCCL work: (\d+)")
 _PG = re.compile(r"\[PG (?:ID )?(\d+)")
 # Point-to-point work: pipeline stages legitimately wait in different sends and receives.
 _P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
@@ -32,7 +33,7 @@ _ROOT_CAUSE = "Root Cause (first observed failure)"
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
                       r"|waiting for send/recv from rank (\d+)")
 
-Work = tuple[str, str, str, str]  # SeqNum, OpType, NumelIn, NumelOut
+FIELDS = ("seq", "op", "numel")
 
 
 def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
@@ -40,25 +41,41 @@ def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
 
     A collective completes on every rank of its group or on none, so the oldest
     collective each rank is stuck in is the same one unless the ranks issued
-    different ones: different operations or element counts for one sequence number,
-    different sequence numbers in one process group, or (older torch, no sequence
-    number) different operations.
+    different ones: a different sequence number in one process group, a different
+    operation, or different element counts. Each field is compared only between
+    ranks whose lines state it (older torch prints no sequence number).
     """
-    by_group: dict[str, dict[int, tuple[Work, Hit]]] = {}
+    groups: dict[str, dict[int, dict[str, str]]] = {}
+    first: dict[int, Hit] = {}
     for hit in secondary:
         found = _WORK.search(hit.text) if hit.rule_id == TIMEOUT_RULE else None
-        if found is None or hit.rank is None or found.group(2) in _P2P:
+        if found is None or hit.rank is None:
+            continue
+        seq, op, n_in, n_out, bare_op, at = found.groups()
+        if (op or bare_op) in _P2P:
             continue
         group = _PG.search(hit.text)
-        work: Work = tuple(g or "" for g in found.groups())  # type: ignore[assignment]
-        by_group.setdefault(group.group(1) if group else "", {}).setdefault(hit.rank, (work, hit))
-    for ranks in by_group.values():
-        works = Counter(work for work, _ in ranks.values())
-        if len(works) < 2:
-            continue
-        usual = works.most_common(1)[0][0]
-        odd = sorted((h for work, h in ranks.values() if work != usual), key=Hit.key)
-        return [replace(odd[0], rule_id=MISMATCH_RULE, derived=True)]
+        known = groups.setdefault(group.group(1) if group else "", {}).setdefault(hit.rank, {})
+        for field, value in zip(FIELDS, (seq or at, op or bare_op, n_in and f"{n_in}/{n_out}"),
+                                strict=True):
+            if value:
+                known.setdefault(field, value)
+        first.setdefault(hit.rank, hit)
+    for ranks in groups.values():
+        odd = _odd_ranks(ranks)
+        if odd:
+            culprit = min((first[r] for r in odd), key=Hit.key)
+            return [replace(culprit, rule_id=MISMATCH_RULE, derived=True)]
+    return []
+
+
+def _odd_ranks(ranks: dict[int, dict[str, str]]) -> list[int]:
+    """The ranks whose stuck collective differs from the most common one, by any field."""
+    for field in FIELDS:
+        values = Counter(known[field] for known in ranks.values() if field in known)
+        if len(values) >= 2:
+            usual = values.most_common(1)[0][0]
+            return [r for r, known in ranks.items() if known.get(field, usual) != usual]
     return []
 
 
