@@ -187,10 +187,22 @@ def test_timeouts_at_different_sequence_numbers_of_one_group_are_a_mismatch(
     # A collective completes on every rank of its group or on none: rank 1 stuck one
     # collective later than ranks 0 and 2 issued a collective they never did.
     log = tmp_path / "job.log"
-    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 8), watchdog(1, "ALLREDUCE", 8)
-                              .replace("SeqNum=41", "SeqNum=42"), watchdog(2, "ALLREDUCE", 8)]))
+    lines = [watchdog(r, "ALLREDUCE", 8).replace(f"[Rank {r}]", f"[PG ID 0 PG GUID 0 Rank {r}]")
+             for r in range(3)]
+    lines[1] = lines[1].replace("SeqNum=41", "SeqNum=42")
+    log.write_text("\n".join(lines))
     root = to_json(diagnose([log]))["causes"][0]
     assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
+
+
+def test_untagged_timeouts_at_different_sequence_numbers_stay_a_timeout(tmp_path: Path) -> None:
+    # torch < 2.3 names no process group: ranks stuck in a tensor-parallel and a
+    # data-parallel group have unrelated sequence numbers and operations
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 8), watchdog(1, "ALLGATHER", 8)
+                              .replace("SeqNum=41", "SeqNum=97")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
 
 
 def test_ranks_stuck_at_different_nccl_work_numbers_are_a_mismatch(tmp_path: Path) -> None:

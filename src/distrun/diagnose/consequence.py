@@ -54,8 +54,12 @@ def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
         seq, op, n_in, n_out, bare_op, at = found.groups()
         if (op or bare_op) in _P2P:
             continue
-        group = _PG.search(hit.text)
-        known = groups.setdefault(group.group(1) if group else "", {}).setdefault(hit.rank, {})
+        tag = _PG.search(hit.text)
+        # Without a process-group tag (torch < 2.3) two ranks may be stuck in different
+        # groups (tensor- and data-parallel), whose sequence numbers are unrelated: then
+        # only the ranks at one sequence number are compared.
+        group = f"pg {tag.group(1)}" if tag else f"seq {seq or at or ''}"
+        known = groups.setdefault(group, {}).setdefault(hit.rank, {})
         for field, value in zip(FIELDS, (seq or at, op or bare_op, n_in and f"{n_in}/{n_out}"),
                                 strict=True):
             if value:
