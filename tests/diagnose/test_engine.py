@@ -885,6 +885,13 @@ SOURCE_MESSAGES = [
                            "2024-01-01T00:00:00 DUE TO JOB NOT ENDING WITH SIGNALS ***"),
     ("stopped-externally", "Killed by signal 15."),
     ("stopped-externally", "[2024-01-01 00:00:00] received signal SIGTERM"),
+    # DeepSpeed checkpoint/ds_to_universal.py and comm/comm.py (mpi_discovery)
+    ("checkpoint-layout-mismatch", "FileNotFoundError: Missing ZeRO optimizer checkpoint for "
+                                   "rank 6"),
+    ("checkpoint-layout-mismatch", "ValueError: Checkpoint ZeRO file count 12 is not divisible "
+                                   "by model-state file count 8"),
+    ("world-size-mismatch", "AssertionError: MPI world size 8 does not match torch world size 4"),
+    ("host-oom-or-killed", "Process 4242 exited with code -9"),
 ]
 
 
