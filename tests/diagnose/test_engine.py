@@ -892,6 +892,15 @@ SOURCE_MESSAGES = [
                                    "by model-state file count 8"),
     ("world-size-mismatch", "AssertionError: MPI world size 8 does not match torch world size 4"),
     ("host-oom-or-killed", "Process 4242 exited with code -9"),
+    # Megatron-LM training/checkpointing.py after loading the checkpoint's args
+    ("checkpoint-layout-mismatch", "AssertionError: (TP, PP) mismatch after resume ((2, 4) vs "
+                                   "(4, 2) from checkpoint)"),
+    # torch/distributed: distributed_c10d.py (recv_object_list), run.py
+    # (--nproc_per_node=gpu without CUDA), a build without gloo
+    ("collective-mismatch", "AssertionError: Mismatch in return ranks for object sizes and "
+                            "objects."),
+    ("cuda-unavailable", "ValueError: Cuda is not available."),
+    ("backend-device-unsupported", "RuntimeError: Distributed package doesn't have Gloo built in"),
 ]
 
 
