@@ -901,6 +901,13 @@ SOURCE_MESSAGES = [
                             "objects."),
     ("cuda-unavailable", "ValueError: Cuda is not available."),
     ("backend-device-unsupported", "RuntimeError: Distributed package doesn't have Gloo built in"),
+    # torch ATen cudnn Conv_v8.cpp (no cuDNN engine for this GPU/version, weak); rocBLAS's
+    # Tensile lookup for a gfx target the build lacks (weak)
+    ("nccl-cuda-library-mismatch", "RuntimeError: GET was unable to find an engine to execute "
+                                   "this computation"),
+    ("nccl-cuda-library-mismatch", "rocBLAS warning: No paths matched /opt/rocm/lib/rocblas/"
+                                   "library/*gfx1031*co. Make sure that ROCBLAS_TENSILE_LIBPATH is "
+                                   "set correctly."),
 ]
 
 
