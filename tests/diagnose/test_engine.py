@@ -908,6 +908,11 @@ SOURCE_MESSAGES = [
     ("nccl-cuda-library-mismatch", "rocBLAS warning: No paths matched /opt/rocm/lib/rocblas/"
                                    "library/*gfx1031*co. Make sure that ROCBLAS_TENSILE_LIBPATH is "
                                    "set correctly."),
+    # c10 DeviceGuardImplInterface (a torch build without that backend); SYCL/Level Zero with
+    # no GPU visible (Intel XPU)
+    ("cuda-unavailable", "RuntimeError: PyTorch is not linked with support for xpu devices"),
+    ("cuda-unavailable", "RuntimeError: Native API failed. Native API returns: -1 "
+                         "(PI_ERROR_DEVICE_NOT_FOUND) -1 (PI_ERROR_DEVICE_NOT_FOUND)"),
 ]
 
 
