@@ -285,6 +285,20 @@ def test_same_collective_everywhere_stays_a_timeout_and_names_the_silent_rank(
     assert "look in the log of rank 2" in root["note"]
 
 
+def test_a_shared_wording_printed_after_a_timeout_is_teardown_not_the_cause(
+    tmp_path: Path,
+) -> None:
+    # after the watchdog fired, the launcher's teardown prints "Killed" and "Connection
+    # refused": wordings other failures share, which do not explain the timeout
+    log = tmp_path / "job.log"
+    log.write_text(watchdog(0, "ALLREDUCE", 8) + "\n[rank1]: Connection refused\nKilled\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("collective-timeout", "medium")
+    log.write_text("[rank1]: Connection refused\n" + watchdog(0, "ALLREDUCE", 8) + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("rendezvous-timeout", "low")
+
+
 def test_cause_later_in_the_file_beats_earlier_consequences(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text(watchdog(0, "ALLREDUCE", 8) + "\n"
