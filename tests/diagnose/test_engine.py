@@ -927,6 +927,8 @@ SOURCE_MESSAGES = [
     ("cuda-unavailable", "RuntimeError: PyTorch is not linked with support for xpu devices"),
     ("cuda-unavailable", "RuntimeError: Native API failed. Native API returns: -1 "
                          "(PI_ERROR_DEVICE_NOT_FOUND) -1 (PI_ERROR_DEVICE_NOT_FOUND)"),
+    # the kernel's OOM killer named in capitals (job schedulers, cloud consoles)
+    ("host-oom-or-killed", "Process was killed by the OOM killer"),
 ]
 
 
