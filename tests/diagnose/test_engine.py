@@ -929,6 +929,13 @@ SOURCE_MESSAGES = [
                          "(PI_ERROR_DEVICE_NOT_FOUND) -1 (PI_ERROR_DEVICE_NOT_FOUND)"),
     # the kernel's OOM killer named in capitals (job schedulers, cloud consoles)
     ("host-oom-or-killed", "Process was killed by the OOM killer"),
+    # Lightning fabric/connector.py, accelerators/cuda.py, utilities/device_parser.py
+    ("cuda-unavailable", "RuntimeError: No supported gpu backend found!"),
+    ("cuda-unavailable", "lightning.fabric.utilities.exceptions.MisconfigurationException: GPUs "
+                         "requested but none are available."),
+    ("cuda-unavailable", "MisconfigurationException: You requested to find 4 devices but there "
+                         "are no visible CUDA devices on this machine."),
+    ("duplicate-gpu", "MisconfigurationException: Device ID's (GPU) must be unique."),
 ]
 
 
