@@ -936,6 +936,12 @@ SOURCE_MESSAGES = [
     ("cuda-unavailable", "MisconfigurationException: You requested to find 4 devices but there "
                          "are no visible CUDA devices on this machine."),
     ("duplicate-gpu", "MisconfigurationException: Device ID's (GPU) must be unique."),
+    # torchvision/extension.py _assert_has_ops; the op registry when torchvision's _C was
+    # built for another torch
+    ("nccl-cuda-library-mismatch", "RuntimeError: Couldn't load custom C++ ops. This can happen "
+                                   "if your PyTorch and torchvision versions are incompatible, or "
+                                   "if you had errors while compiling torchvision from source."),
+    ("nccl-cuda-library-mismatch", "RuntimeError: operator torchvision::nms does not exist"),
 ]
 
 
