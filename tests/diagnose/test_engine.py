@@ -942,6 +942,11 @@ SOURCE_MESSAGES = [
                                    "if your PyTorch and torchvision versions are incompatible, or "
                                    "if you had errors while compiling torchvision from source."),
     ("nccl-cuda-library-mismatch", "RuntimeError: operator torchvision::nms does not exist"),
+    # jax/_src/distributed.py (initialize without a cluster environment, called late or twice)
+    ("jax-coordination", "RuntimeError: jax.distributed.initialize() must be called before any "
+                         "JAX calls that might initialise the XLA backend."),
+    ("jax-coordination", "ValueError: Number of processes must be defined."),
+    ("jax-coordination", "RuntimeError: distributed.initialize should only be called once."),
 ]
 
 
