@@ -947,6 +947,11 @@ SOURCE_MESSAGES = [
                          "JAX calls that might initialise the XLA backend."),
     ("jax-coordination", "ValueError: Number of processes must be defined."),
     ("jax-coordination", "RuntimeError: distributed.initialize should only be called once."),
+    # Open MPI help-mpi-btl-openib-cpc-base.txt and help-oob-tcp.txt
+    ("nccl-network", "No OpenFabrics connection schemes reported that they were able to be used "
+                     "on a specific port."),
+    ("nccl-network", "A process or daemon was unable to complete a TCP connection to another "
+                     "process:"),
 ]
 
 
