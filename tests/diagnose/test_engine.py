@@ -952,6 +952,14 @@ SOURCE_MESSAGES = [
                      "on a specific port."),
     ("nccl-network", "A process or daemon was unable to complete a TCP connection to another "
                      "process:"),
+    # torch/utils/data/dataloader.py (worker IPC lost to the file-descriptor limit) and the
+    # multiprocessing fd passing it relies on; HF datasets' map with num_proc (weak wordings)
+    ("dataloader-worker-killed", "RuntimeError: Too many open files. Communication with the "
+                                 "workers is no longer possible. Please increase the limit using "
+                                 "`ulimit -n` in the shell"),
+    ("dataloader-worker-killed", "RuntimeError: received 0 items of ancdata"),
+    ("host-oom-or-killed", "RuntimeError: One of the subprocesses has abruptly died during map "
+                           "operation.To debug the error, disable multiprocessing."),
 ]
 
 
