@@ -217,6 +217,19 @@ def test_ranks_stuck_at_different_nccl_work_numbers_are_a_mismatch(tmp_path: Pat
     assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
 
 
+def test_watchdog_failures_at_different_work_ids_of_one_group_are_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    line = ("[rank{r}]:[E1107 ProcessGroupNCCL.cpp:2271] [PG ID 1 PG GUID 1 Rank {r}]  failure "
+            "detected by watchdog at work sequence id: {n} PG status: last enqueued work: {n}, "
+            "last completed work: {m}")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([line.format(r=0, n=57, m=56), line.format(r=1, n=58, m=57),
+                              line.format(r=2, n=57, m=56)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
+
+
 def test_old_torch_timeouts_in_different_operations_are_a_mismatch(tmp_path: Path) -> None:
     old = ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Watchdog caught collective operation timeout: "
            "WorkNCCL(OpType={op}, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing "
@@ -960,6 +973,18 @@ SOURCE_MESSAGES = [
     ("dataloader-worker-killed", "RuntimeError: received 0 items of ancdata"),
     ("host-oom-or-killed", "RuntimeError: One of the subprocesses has abruptly died during map "
                            "operation.To debug the error, disable multiprocessing."),
+    # torch >= 2.4 ProcessGroupNCCL.cpp: the watchdog's failure line, the flight-recorder dump
+    # request and the abort that follows
+    ("collective-timeout", "[rank3]:[E1107 ProcessGroupNCCL.cpp:1686] [PG ID 0 PG GUID "
+                           "0(default_pg) Rank 3] Received a dump signal due to a collective "
+                           "timeout from this local rank and we will try our best to dump the "
+                           "debug info. Last enqueued NCCL work: 12, last completed NCCL work: 11."),
+    ("collective-timeout", "[rank1]:[E1107 ProcessGroupNCCL.cpp:2271] [PG ID 1 PG GUID 1 Rank 1]  "
+                           "failure detected by watchdog at work sequence id: 57 PG status: last "
+                           "enqueued work: 57, last completed work: 56"),
+    ("collective-timeout", "[rank0]:[F1107 ProcessGroupNCCL.cpp:1613] [PG ID 0 PG GUID "
+                           "0(default_pg) Rank 0] Terminating the process after attempting to "
+                           "dump debug info, due to collective timeout or exception."),
 ]
 
 

@@ -25,7 +25,8 @@ TIMEOUT_RULE = "collective-timeout"
 SUMMARY_RULE = "elastic-summary-no-root-cause"
 
 _WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?"
-                   r"|OpType=(\w+)|Timeout at NCCL work: (\d+)")
+                   r"|OpType=(\w+)"
+                   r"|(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?): (\d+)")
 _PG = re.compile(r"\[PG (?:ID )?(\d+)")
 # Point-to-point work: pipeline stages legitimately wait in different sends and receives.
 _P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
