@@ -985,6 +985,10 @@ SOURCE_MESSAGES = [
     ("collective-timeout", "[rank0]:[F1107 ProcessGroupNCCL.cpp:1613] [PG ID 0 PG GUID "
                            "0(default_pg) Rank 0] Terminating the process after attempting to "
                            "dump debug info, due to collective timeout or exception."),
+    # torch/distributed/flight_recorder (fr_trace) components/types.py and builder.py
+    ("collective-mismatch", "Expected collective type: 'allreduce' does not match found "
+                            "collective type: 'broadcast'"),
+    ("collective-mismatch", "Input/output mismatch in the collective sequence number: 41"),
 ]
 
 
