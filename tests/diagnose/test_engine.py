@@ -989,6 +989,15 @@ SOURCE_MESSAGES = [
     ("collective-mismatch", "Expected collective type: 'allreduce' does not match found "
                             "collective type: 'broadcast'"),
     ("collective-mismatch", "Input/output mismatch in the collective sequence number: 41"),
+    # mmcv/mmdet runner/dist_utils.py _init_dist_pytorch: set_device(rank % num_gpus) raises
+    # with no GPU (ZeroDivisionError) or a CUDA-less build
+    ("framework-cuda-only-init", "  File \"/site-packages/mmcv/runner/dist_utils.py\", line 33, in "
+                                 "_init_dist_pytorch\n    torch.cuda.set_device(rank % num_gpus)\n"
+                                 "ZeroDivisionError: integer division or modulo by zero"),
+    # torch/utils/cpp_extension.py building an extension where no GPU is visible (weak)
+    ("cuda-unavailable", "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'"),
+    # a c10::CUDAError escaping at interpreter exit (weak)
+    ("exit-time-abort", "terminate called after throwing an instance of 'c10::CUDAError'"),
 ]
 
 
