@@ -230,6 +230,30 @@ def test_watchdog_failures_at_different_work_ids_of_one_group_are_a_mismatch(
     assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
 
 
+def coll(pid: int, dev: int, op: str, count: int, dtype: int = 7) -> str:
+    # NCCL src/enqueue.cc with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL
+    return (f"node1:{pid}:{pid} [{dev}] NCCL INFO {op}: opCount 3 sendbuff 0x7f00 recvbuff "
+            f"0x7f00 count {count} datatype {dtype} op 0 root 0 comm 0x55{dev} [nranks=4] "
+            f"stream 0x56{dev}")
+
+
+def test_nccl_collective_lines_that_disagree_across_processes_are_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([coll(10, 0, "AllReduce", 1024), coll(11, 1, "AllReduce", 1024),
+                              coll(12, 2, "Broadcast", 53, 4), coll(13, 3, "AllReduce", 1024)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("collective-mismatch", "medium")
+    assert "Broadcast" in root["evidence"][0]["text"]
+
+
+def test_nccl_collective_lines_that_agree_name_no_cause(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(coll(10 + r, r, "AllReduce", 1024) for r in range(4)))
+    assert to_json(diagnose([log]))["verdict"] == "nothing-failed"
+
+
 def test_old_torch_timeouts_in_different_operations_are_a_mismatch(tmp_path: Path) -> None:
     old = ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Watchdog caught collective operation timeout: "
            "WorkNCCL(OpType={op}, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing "

@@ -84,6 +84,38 @@ def _odd_ranks(ranks: dict[int, dict[str, str]]) -> list[int]:
     return []
 
 
+_DUMP = re.compile(r"(?:([\w.-]+):(\d+):\d+ \[\d+\] )?NCCL INFO (\w+): opCount ([0-9a-f]+) "
+                   r".*?count (\d+) datatype (\d+) op (\d+) root (\d+) .*?\[nranks=(\d+)\]")
+
+
+def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
+    """A derived collective-mismatch hit when NCCL's per-collective lines disagree.
+
+    Every process of a communicator issues its collectives in the same order, so the
+    n-th collective (opCount) of communicators of one size must have the same
+    operation, element count, datatype, reduction and root on every process; the
+    process (host:pid, else rank) whose n-th collective differs from the most common
+    one issued a different collective.
+    """
+    calls: dict[tuple[str, str], dict[object, tuple[tuple[str, ...], Hit]]] = {}
+    for hit in dumps:
+        found = _DUMP.search(hit.text)
+        if found is None:
+            continue
+        host, pid, op, op_count, count, dtype, redop, root, nranks = found.groups()
+        who: object = (host, pid) if pid else hit.rank
+        if who is not None:
+            calls.setdefault((nranks, op_count), {}).setdefault(
+                who, ((op, count, dtype, redop, root), hit))
+    for by_process in calls.values():
+        seen = Counter(call for call, _ in by_process.values())
+        if len(seen) >= 2:
+            usual = seen.most_common(1)[0][0]
+            odd = min((h for call, h in by_process.values() if call != usual), key=Hit.key)
+            return [replace(odd, rule_id=MISMATCH_RULE, derived=True, strong=True)]
+    return []
+
+
 def where_to_look(secondary: list[Hit], info: RunInfo) -> str:
     """One sentence: these are consequences; the cause must be in this rank's log."""
     first = min(secondary, key=Hit.key)

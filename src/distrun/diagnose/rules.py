@@ -52,6 +52,12 @@ BENIGN_PATTERNS = (
     "\\[c10d\\] The (client|server) socket .*\\[(localhost|::|::1|127\\.0\\.0\\.1)\\]:[0-9]+ "
     "\\(errno: (97|99) - ",
 )
+# NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
+# (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>
+# comm ... [nranks=<n>]"): never a cause itself; compared across processes, it shows
+# ranks that issued different collectives (consequence.dump_mismatch_hits).
+COLLECTIVE_DUMP_ID = "collective-dump"
+COLLECTIVE_DUMP_PATTERNS = ("NCCL INFO [A-Za-z]+: opCount [0-9a-f]+ ",)
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = (
     "rank *: [0-9]+ \\(local_rank",  # torch < 1.10 wrote "rank: 3 (local_rank: 3)"
@@ -200,7 +206,7 @@ class RuleSet:
         """Every pattern the engine matches (the grep -f list)."""
         own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS) + list(
-            BENIGN_PATTERNS)
+            BENIGN_PATTERNS) + list(COLLECTIVE_DUMP_PATTERNS)
 
 
 def check_pattern(pattern: str) -> None:
