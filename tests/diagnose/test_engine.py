@@ -1022,6 +1022,9 @@ SOURCE_MESSAGES = [
     ("cuda-unavailable", "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'"),
     # a c10::CUDAError escaping at interpreter exit (weak)
     ("exit-time-abort", "terminate called after throwing an instance of 'c10::CUDAError'"),
+    # NCCL src/init.cc ncclGetErrorString(ncclInternalError), newer wording (weak)
+    ("nccl-network", "Test NCCL failure common.cu:959 'internal error - please report this "
+                     "issue to the NCCL developers / '"),
 ]
 
 
