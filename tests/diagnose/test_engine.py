@@ -181,6 +181,137 @@ def test_timeouts_with_different_sizes_are_a_mismatch(tmp_path: Path) -> None:
     assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
 
 
+def test_timeouts_at_different_sequence_numbers_of_one_group_are_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    # A collective completes on every rank of its group or on none: rank 1 stuck one
+    # collective later than ranks 0 and 2 issued a collective they never did.
+    log = tmp_path / "job.log"
+    lines = [watchdog(r, "ALLREDUCE", 8).replace(f"[Rank {r}]", f"[PG ID 0 PG GUID 0 Rank {r}]")
+             for r in range(3)]
+    lines[1] = lines[1].replace("SeqNum=41", "SeqNum=42")
+    log.write_text("\n".join(lines))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
+
+
+def test_untagged_timeouts_at_different_sequence_numbers_stay_a_timeout(tmp_path: Path) -> None:
+    # torch < 2.3 names no process group: ranks stuck in a tensor-parallel and a
+    # data-parallel group have unrelated sequence numbers and operations
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 8), watchdog(1, "ALLGATHER", 8)
+                              .replace("SeqNum=41", "SeqNum=97")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+
+
+def test_ranks_stuck_at_different_nccl_work_numbers_are_a_mismatch(tmp_path: Path) -> None:
+    # torch >= 2.2 ProcessGroupNCCL.cpp: "Timeout at NCCL work: N, last enqueued NCCL work:
+    # ..., last completed NCCL work: ..." on each rank; a pasted log may hold only these
+    at = ("[rank{r}]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank {r}] Timeout at NCCL work: {n}, "
+          "last enqueued NCCL work: {n}, last completed NCCL work: {m}.")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([at.format(r=0, n=12, m=11), at.format(r=1, n=13, m=12),
+                              at.format(r=2, n=12, m=11)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("collective-mismatch", 1, "medium")
+
+
+def test_watchdog_failures_at_different_work_ids_of_one_group_are_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    line = ("[rank{r}]:[E1107 ProcessGroupNCCL.cpp:2271] [PG ID 1 PG GUID 1 Rank {r}]  failure "
+            "detected by watchdog at work sequence id: {n} PG status: last enqueued work: {n}, "
+            "last completed work: {m}")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([line.format(r=0, n=57, m=56), line.format(r=1, n=58, m=57),
+                              line.format(r=2, n=57, m=56)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
+
+
+def coll(pid: int, dev: int, op: str, count: int, dtype: int = 7) -> str:
+    # NCCL src/enqueue.cc with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL
+    return (f"node1:{pid}:{pid} [{dev}] NCCL INFO {op}: opCount 3 sendbuff 0x7f00 recvbuff "
+            f"0x7f00 count {count} datatype {dtype} op 0 root 0 comm 0x55{dev} [nranks=4] "
+            f"stream 0x56{dev}")
+
+
+def test_nccl_collective_lines_that_disagree_across_processes_are_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([coll(10, 0, "AllReduce", 1024), coll(11, 1, "AllReduce", 1024),
+                              coll(12, 2, "Broadcast", 53, 4), coll(13, 3, "AllReduce", 1024)]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("collective-mismatch", "medium")
+    assert "Broadcast" in root["evidence"][0]["text"]
+
+
+def test_nccl_collective_lines_that_agree_name_no_cause(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(coll(10 + r, r, "AllReduce", 1024) for r in range(4)))
+    assert to_json(diagnose([log]))["verdict"] == "nothing-failed"
+
+
+def test_old_torch_timeouts_in_different_operations_are_a_mismatch(tmp_path: Path) -> None:
+    old = ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(OpType={op}, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing "
+           "out.")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([old.format(r=0, op="BROADCAST"), old.format(r=1, op="ALLREDUCE"),
+                              old.format(r=2, op="BROADCAST")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("collective-mismatch", 1)
+
+
+def test_slurm_step_or_allocation_refused_for_another_reason_is_not_confident(
+    tmp_path: Path,
+) -> None:
+    # slurm_errno.c: the reason after "Unable to create step" / "Unable to allocate
+    # resources" says whether the request did not fit; a step of a job that is ending or
+    # a wrong account is not an allocation mismatch
+    log = tmp_path / "job.log"
+    log.write_text("srun: error: Unable to create step for job 1234: Job/step already completing "
+                   "or completed\n")
+    assert to_json(diagnose([log]))["confidence"] != "high"
+    log.write_text("srun: error: Unable to create step for job 1234: More processors requested "
+                   "than permitted\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("slurm-allocation-mismatch", "high")
+
+
+def test_a_sigbus_in_the_launcher_summary_points_at_shared_memory_with_low_confidence(
+    tmp_path: Path,
+) -> None:
+    # torchelastic's summary (errors/__init__.py) for a worker killed by SIGBUS: in a
+    # training job almost always /dev/shm (DataLoader or NCCL shared memory) running out
+    log = tmp_path / "launcher.log"
+    log.write_text("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "Root Cause (first observed failure):\n[0]:\n  rank      : 2 (local_rank: 2)\n"
+                   "  exitcode  : -7 (pid: 1234)\n  error_file: <N/A>\n"
+                   "  traceback : Signal 7 (SIGBUS) received by PID 1234\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("shm-bus-error", 2, "low")
+
+
+def test_pipeline_stages_waiting_in_send_and_recv_stay_a_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "SEND", 8), watchdog(1, "RECV", 8)
+                              .replace("SeqNum=41", "SeqNum=40")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+
+
+def test_timeouts_in_different_process_groups_stay_a_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([watchdog(0, "ALLREDUCE", 8).replace("[Rank 0]", "[PG ID 0 Rank 0]"),
+                              watchdog(1, "ALLGATHER", 8).replace("[Rank 1]", "[PG ID 3 Rank 1]")
+                              .replace("SeqNum=41", "SeqNum=7")]))
+    root = to_json(diagnose([log]))["causes"][0]
+    assert root["id"] == "collective-timeout"
+
+
 def test_same_collective_everywhere_stays_a_timeout_and_names_the_silent_rank(
     tmp_path: Path,
 ) -> None:
@@ -189,6 +320,20 @@ def test_same_collective_everywhere_stays_a_timeout_and_names_the_silent_rank(
     root = to_json(diagnose([run]))["causes"][0]
     assert (root["id"], root["confidence"]) == ("collective-timeout", "medium")
     assert "look in the log of rank 2" in root["note"]
+
+
+def test_a_shared_wording_printed_after_a_timeout_is_teardown_not_the_cause(
+    tmp_path: Path,
+) -> None:
+    # after the watchdog fired, the launcher's teardown prints "Killed" and "Connection
+    # refused": wordings other failures share, which do not explain the timeout
+    log = tmp_path / "job.log"
+    log.write_text(watchdog(0, "ALLREDUCE", 8) + "\n[rank1]: Connection refused\nKilled\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("collective-timeout", "medium")
+    log.write_text("[rank1]: Connection refused\n" + watchdog(0, "ALLREDUCE", 8) + "\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("rendezvous-timeout", "low")
 
 
 def test_cause_later_in_the_file_beats_earlier_consequences(tmp_path: Path) -> None:
@@ -671,6 +816,215 @@ SOURCE_MESSAGES = [
     # Megatron-LM dist_checkpointing/dict_utils.py merge() of the common state on resume
     ("checkpoint-layout-mismatch", "ValueError: Cannot merge two lists with different lengths "
                                    "(1 and 4, encountered at level ('optimizer', 0))"),
+    # rulesH pass 3, from the messages' sources:
+    # Open MPI's MPI_ERR_TRUNCATE class (ompi/errhandler); CANN HCCL error code EI0005
+    ("collective-mismatch", "[n1:1234] *** MPI_ERR_TRUNCATE: message truncated"),
+    ("collective-mismatch", "EI0005: The arguments for collective communication are inconsistent "
+                            "between ranks: tag [HcomAllReduce_1], parameter [count], local "
+                            "[1024], remote [2048]"),
+    # CUDA driver API names (cuda.h) and runtime strings (cudaGetErrorString)
+    ("gpu-p2p-broken", "RuntimeError: CUDA error: CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"),
+    ("gpu-p2p-broken", "RuntimeError: CUDA error: peer access has not been enabled"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: CUDA driver is a stub library"),
+    ("nccl-cuda-library-mismatch", "RuntimeError: CUDA error: API call is not supported in the "
+                                   "installed CUDA driver"),
+    # NVML's nvmlErrorString (nvidia-smi, pynvml) after a driver upgrade without reboot
+    ("nccl-cuda-library-mismatch", "Failed to initialize NVML: Driver/library version mismatch"),
+    ("nccl-cuda-library-mismatch", "ImportError: libsycl.so.7: cannot open shared object file: "
+                                   "No such file or directory"),
+    # Megatron-LM dist_checkpointing (strategies/torch.py, zarr.py) _validate_global_shapes;
+    # DeepSpeed utils/zero_to_fp32.py parse_optim_states
+    ("checkpoint-layout-mismatch", "megatron.core.dist_checkpointing.core.CheckpointingException: "
+                                   "Global shape mismatch for loaded (torch.Size([1024, 512])) and "
+                                   "expected ((2048, 512)) tensor for key decoder.weight"),
+    ("checkpoint-layout-mismatch", "ValueError: Expected 8 of '*_optim_states.pt' under "
+                                   "'ckpt/global_step100' but found 4 files. Possibly due to an "
+                                   "overwrite of an old checkpoint"),
+    # Open MPI help-mpi-btl-openib.txt, btl_openib_component.c handle_wc; bml r2 unreachable
+    ("nccl-network", "[n1][[1234,1],0][btl_openib_component.c:3644:handle_wc] from n1 to: n2 "
+                     "error polling LP CQ with status RETRY EXCEEDED ERROR status number 12"),
+    ("nccl-network", "The InfiniBand retry count between two MPI processes has been exceeded."),
+    ("nccl-network", "At least one pair of MPI processes are unable to reach each other for MPI "
+                     "communications."),
+    # MPICH/Intel MPI hydra's exit block; Ray's ActorDiedError
+    ("elastic-summary-no-root-cause", "=   YOUR APPLICATION TERMINATED WITH THE EXIT STRING: "
+                                      "Segmentation fault (signal 11)"),
+    ("elastic-summary-no-root-cause", "ray.exceptions.RayActorError: The actor died unexpectedly "
+                                      "before finishing this task."),
+    # Kubernetes events, systemd-oomd's kill log line, launcher exit codes
+    ("host-oom-or-killed", "Container train was OOM killed"),
+    ("host-oom-or-killed", "systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-2.scope "
+                           "due to memory pressure for /user.slice being 92.31% > 50.00%"),
+    ("host-oom-or-killed", "ERROR: torch.distributed.elastic: exit code: -9"),
+    # torch mps allocator, NCCL include/alloc.h, TensorFlow BFC allocator
+    ("cuda-out-of-memory", "RuntimeError: MPS backend out of memory (MPS allocated: 17.97 GB, "
+                           "other allocations: 240.00 KB, max allowed: 18.13 GB)."),
+    ("cuda-out-of-memory", "n1:7:9 [0] include/alloc.h:48 NCCL WARN Failed to CUDA calloc "
+                           "4194304 bytes"),
+    ("cuda-out-of-memory", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.0KiB"),
+    # libc++ on macOS when gloo's threads outlive the interpreter
+    ("exit-time-abort", "libc++abi: terminating due to uncaught exception of type "
+                        "std::__1::system_error: mutex lock failed: Invalid argument"),
+    # subprocess.CalledProcessError (accelerate launch, torch.distributed.launch) for a worker
+    # that died of a signal; Ray's ActorDiedError text
+    ("elastic-summary-no-root-cause", "subprocess.CalledProcessError: Command '['python', "
+                                      "'train.py']' died with <Signals.SIGSEGV: 11>."),
+    ("elastic-summary-no-root-cause", "The actor is dead because its worker process has died. "
+                                      "Worker exit type: SYSTEM_ERROR"),
+    ("host-oom-or-killed", "subprocess.CalledProcessError: Command 'python train.py' returned "
+                           "non-zero exit status -9."),
+    # Slurm slurm_errno.c ESLURM_INVALID_TASK_MEMORY
+    ("slurm-allocation-mismatch", "sbatch: error: Memory specification can not be satisfied"),
+    # vLLM executor/ray_utils.py placement-group check (more workers than GPUs)
+    ("cuda-invalid-device-ordinal", "ValueError: The number of required GPUs exceeds the total "
+                                    "number of available GPUs in the placement group."),
+    # CANN acl_rt error codes (107001 ACL_ERROR_RT_INVALID_DEVICEID) as torch_npu prints them
+    ("ascend-hccl", "RuntimeError: NPU error, error code is 107001"),
+    ("ascend-hccl", "[ERROR] RUNTIME(1234,python):2024-01-01-00:00:00.000.000 [api_c.c:123]1234 "
+                    "rtSetDevice: ErrCode=107001, desc=[invalid device id], InnerCode=0x7070001"),
+    # cudnnStatus_t (cudnn_ops_infer.h / cudnn_graph.h): a cuDNN sub-library of another release
+    ("nccl-cuda-library-mismatch", "RuntimeError: cuDNN error: CUDNN_STATUS_VERSION_MISMATCH"),
+    # UCX/NCCL ibverbs calls (the locked-memory limit, a missing HCA); NCCL binding an
+    # address that is not on this host's interface
+    ("nccl-network", "UCX  ERROR   ibv_create_qp(...) failed: Cannot allocate memory"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN NET/Socket : Failed to bind to 10.0.0.9<0>: Cannot "
+                     "assign requested address"),
+    # torch 2.0/2.1 ProcessGroupNCCL.cpp spelled it "retreiving"
+    ("collective-timeout", "RuntimeError: [1] is setting up NCCL communicator and retreiving "
+                           "ncclUniqueId from [0] via c10d key-value store by key '0', but "
+                           "store->get('0') got error: Socket Timeout"),
+    # Ray's GCS / other servers binding a taken port; Winsock WSAEADDRINUSE
+    ("address-in-use", "Fatal error: port 6379 already in use"),
+    ("address-in-use", "ERROR: [Errno 10048] error while attempting to bind on address "
+                       "('0.0.0.0', 29500)"),
+    # NCCL's generic invalid-usage class through torch (NCCLUtils.hpp): weak, low confidence
+    ("duplicate-gpu", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+                      "distributed/c10d/NCCLUtils.hpp:317, invalid usage (run with "
+                      "NCCL_DEBUG=WARN for details), NCCL version 2.20.5"),
+    # NCCL src (WARN strings): init.cc, bootstrap.cc, misc/cudawrap.cc, misc/socket.cc,
+    # net.cc; gloo transport/tcp/pair.cc's receive-size enforce
+    ("duplicate-gpu", "n1:7:9 [0] NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+                      "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this"),
+    ("world-size-mismatch", "n1:7:9 [0] NCCL WARN Bootstrap Root : mismatch in info from procs, "
+                            "nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0, offset 0"),
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] NCCL WARN CUDA Driver version found is 11040. "
+                                   "Minimum requirement is 12000"),
+    ("nccl-cuda-library-mismatch", "n1:7:9 [0] NCCL WARN NCCL library is too old. This "
+                                   "application was compiled with NCCL version 2.21.5, but is "
+                                   "running with NCCL 2.18.1"),
+    ("collective-mismatch", "n1:7:9 [0] NCCL WARN Message truncated : received 4096,2 bytes "
+                            "instead of 2048,2"),
+    ("collective-mismatch", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/"
+                            "tcp/pair.cc:510] op.preamble.roffset + op.preamble.length <= "
+                            "op.buf->size_. 4096 vs 2048"),
+    ("shm-bus-error", "n1:7:9 [0] NCCL WARN Error while attaching to shared memory segment "
+                      "/dev/shm/nccl-abc (size 9637888)"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN Net : error encountered when getting address info : "
+                     "Name or service not known"),
+    ("nccl-network", "n1:7:9 [0] NCCL WARN Failed to initialize any NET plugin"),
+    # NCCL net_ib printIbWcStatusHint: IBV_WC_LOC_PROT_ERR is, "in many cases", ACS
+    ("gpu-p2p-broken", "n1:7:9 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> "
+                       "with status=4 opcode=0 len=0 vendor err 81 (Recv)\nn1:7:9 [0] NCCL INFO "
+                       "HINT: In many cases this error occurs when ACS is enabled which would "
+                       "break GPU Direct RDMA protocol."),
+    # Intel SYCL/UR and ROCm HSA runtime error names for exhausted device resources (weak)
+    ("cuda-out-of-memory", "RuntimeError: Native API failed. Native API returns: -5 "
+                           "(PI_ERROR_OUT_OF_RESOURCES) -5 (PI_ERROR_OUT_OF_RESOURCES)"),
+    # Slurm slurmstepd when the tasks ignore the signals at cancel/time limit; OpenSSH's
+    # "Killed by signal 15." (SIGTERM, not the OOM killer's SIGKILL)
+    ("stopped-externally", "slurmstepd: error: *** JOB 1234 STEPD TERMINATED ON n1 AT "
+                           "2024-01-01T00:00:00 DUE TO JOB NOT ENDING WITH SIGNALS ***"),
+    ("stopped-externally", "Killed by signal 15."),
+    ("stopped-externally", "[2024-01-01 00:00:00] received signal SIGTERM"),
+    # DeepSpeed checkpoint/ds_to_universal.py and comm/comm.py (mpi_discovery)
+    ("checkpoint-layout-mismatch", "FileNotFoundError: Missing ZeRO optimizer checkpoint for "
+                                   "rank 6"),
+    ("checkpoint-layout-mismatch", "ValueError: Checkpoint ZeRO file count 12 is not divisible "
+                                   "by model-state file count 8"),
+    ("world-size-mismatch", "AssertionError: MPI world size 8 does not match torch world size 4"),
+    ("host-oom-or-killed", "Process 4242 exited with code -9"),
+    # Megatron-LM training/checkpointing.py after loading the checkpoint's args
+    ("checkpoint-layout-mismatch", "AssertionError: (TP, PP) mismatch after resume ((2, 4) vs "
+                                   "(4, 2) from checkpoint)"),
+    # torch/distributed: distributed_c10d.py (recv_object_list), run.py
+    # (--nproc_per_node=gpu without CUDA), a build without gloo
+    ("collective-mismatch", "AssertionError: Mismatch in return ranks for object sizes and "
+                            "objects."),
+    ("cuda-unavailable", "ValueError: Cuda is not available."),
+    ("backend-device-unsupported", "RuntimeError: Distributed package doesn't have Gloo built in"),
+    # torch ATen cudnn Conv_v8.cpp (no cuDNN engine for this GPU/version, weak); rocBLAS's
+    # Tensile lookup for a gfx target the build lacks (weak)
+    ("nccl-cuda-library-mismatch", "RuntimeError: GET was unable to find an engine to execute "
+                                   "this computation"),
+    ("nccl-cuda-library-mismatch", "rocBLAS warning: No paths matched /opt/rocm/lib/rocblas/"
+                                   "library/*gfx1031*co. Make sure that ROCBLAS_TENSILE_LIBPATH is "
+                                   "set correctly."),
+    # c10 DeviceGuardImplInterface (a torch build without that backend); SYCL/Level Zero with
+    # no GPU visible (Intel XPU)
+    ("cuda-unavailable", "RuntimeError: PyTorch is not linked with support for xpu devices"),
+    ("cuda-unavailable", "RuntimeError: Native API failed. Native API returns: -1 "
+                         "(PI_ERROR_DEVICE_NOT_FOUND) -1 (PI_ERROR_DEVICE_NOT_FOUND)"),
+    # the kernel's OOM killer named in capitals (job schedulers, cloud consoles)
+    ("host-oom-or-killed", "Process was killed by the OOM killer"),
+    # Lightning fabric/connector.py, accelerators/cuda.py, utilities/device_parser.py
+    ("cuda-unavailable", "RuntimeError: No supported gpu backend found!"),
+    ("cuda-unavailable", "lightning.fabric.utilities.exceptions.MisconfigurationException: GPUs "
+                         "requested but none are available."),
+    ("cuda-unavailable", "MisconfigurationException: You requested to find 4 devices but there "
+                         "are no visible CUDA devices on this machine."),
+    ("duplicate-gpu", "MisconfigurationException: Device ID's (GPU) must be unique."),
+    # torchvision/extension.py _assert_has_ops; the op registry when torchvision's _C was
+    # built for another torch
+    ("nccl-cuda-library-mismatch", "RuntimeError: Couldn't load custom C++ ops. This can happen "
+                                   "if your PyTorch and torchvision versions are incompatible, or "
+                                   "if you had errors while compiling torchvision from source."),
+    ("nccl-cuda-library-mismatch", "RuntimeError: operator torchvision::nms does not exist"),
+    # jax/_src/distributed.py (initialize without a cluster environment, called late or twice)
+    ("jax-coordination", "RuntimeError: jax.distributed.initialize() must be called before any "
+                         "JAX calls that might initialise the XLA backend."),
+    ("jax-coordination", "ValueError: Number of processes must be defined."),
+    ("jax-coordination", "RuntimeError: distributed.initialize should only be called once."),
+    # Open MPI help-mpi-btl-openib-cpc-base.txt and help-oob-tcp.txt
+    ("nccl-network", "No OpenFabrics connection schemes reported that they were able to be used "
+                     "on a specific port."),
+    ("nccl-network", "A process or daemon was unable to complete a TCP connection to another "
+                     "process:"),
+    # torch/utils/data/dataloader.py (worker IPC lost to the file-descriptor limit) and the
+    # multiprocessing fd passing it relies on; HF datasets' map with num_proc (weak wordings)
+    ("dataloader-worker-killed", "RuntimeError: Too many open files. Communication with the "
+                                 "workers is no longer possible. Please increase the limit using "
+                                 "`ulimit -n` in the shell"),
+    ("dataloader-worker-killed", "RuntimeError: received 0 items of ancdata"),
+    ("host-oom-or-killed", "RuntimeError: One of the subprocesses has abruptly died during map "
+                           "operation.To debug the error, disable multiprocessing."),
+    # torch >= 2.4 ProcessGroupNCCL.cpp: the watchdog's failure line, the flight-recorder dump
+    # request and the abort that follows
+    ("collective-timeout", "[rank3]:[E1107 ProcessGroupNCCL.cpp:1686] [PG ID 0 PG GUID "
+                           "0(default_pg) Rank 3] Received a dump signal due to a collective "
+                           "timeout from this local rank and we will try our best to dump the "
+                           "debug info. Last enqueued NCCL work: 12, last completed NCCL work: 11."),
+    ("collective-timeout", "[rank1]:[E1107 ProcessGroupNCCL.cpp:2271] [PG ID 1 PG GUID 1 Rank 1]  "
+                           "failure detected by watchdog at work sequence id: 57 PG status: last "
+                           "enqueued work: 57, last completed work: 56"),
+    ("collective-timeout", "[rank0]:[F1107 ProcessGroupNCCL.cpp:1613] [PG ID 0 PG GUID "
+                           "0(default_pg) Rank 0] Terminating the process after attempting to "
+                           "dump debug info, due to collective timeout or exception."),
+    # torch/distributed/flight_recorder (fr_trace) components/types.py and builder.py
+    ("collective-mismatch", "Expected collective type: 'allreduce' does not match found "
+                            "collective type: 'broadcast'"),
+    ("collective-mismatch", "Input/output mismatch in the collective sequence number: 41"),
+    # mmcv/mmdet runner/dist_utils.py _init_dist_pytorch: set_device(rank % num_gpus) raises
+    # with no GPU (ZeroDivisionError) or a CUDA-less build
+    ("framework-cuda-only-init", "  File \"/site-packages/mmcv/runner/dist_utils.py\", line 33, in "
+                                 "_init_dist_pytorch\n    torch.cuda.set_device(rank % num_gpus)\n"
+                                 "ZeroDivisionError: integer division or modulo by zero"),
+    # torch/utils/cpp_extension.py building an extension where no GPU is visible (weak)
+    ("cuda-unavailable", "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'"),
+    # a c10::CUDAError escaping at interpreter exit (weak)
+    ("exit-time-abort", "terminate called after throwing an instance of 'c10::CUDAError'"),
+    # NCCL src/init.cc ncclGetErrorString(ncclInternalError), newer wording (weak)
+    ("nccl-network", "Test NCCL failure common.cu:959 'internal error - please report this "
+                     "issue to the NCCL developers / '"),
 ]
 
 

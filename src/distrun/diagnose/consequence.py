@@ -24,30 +24,95 @@ MISMATCH_RULE = "collective-mismatch"
 TIMEOUT_RULE = "collective-timeout"
 SUMMARY_RULE = "elastic-summary-no-root-cause"
 
-_WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?")
+_WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+), NumelOut=(\d+))?"
+                   r"|OpType=(\w+)"
+                   r"|(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?): (\d+)")
+_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+# Point-to-point work: pipeline stages legitimately wait in different sends and receives.
+_P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
                       r"|waiting for send/recv from rank (\d+)")
 
-Work = tuple[str, str, str]  # OpType, NumelIn, NumelOut
+FIELDS = ("seq", "op", "numel")
 
 
 def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
-    """A derived collective-mismatch hit when ranks timed out in different collectives."""
-    by_seq: dict[str, dict[int, tuple[Work, Hit]]] = {}
+    """A derived collective-mismatch hit when ranks timed out in different collectives.
+
+    A collective completes on every rank of its group or on none, so the oldest
+    collective each rank is stuck in is the same one unless the ranks issued
+    different ones: a different sequence number in one process group, a different
+    operation, or different element counts. Each field is compared only between
+    ranks whose lines state it (older torch prints no sequence number).
+    """
+    groups: dict[str, dict[int, dict[str, str]]] = {}
+    first: dict[int, Hit] = {}
     for hit in secondary:
         found = _WORK.search(hit.text) if hit.rule_id == TIMEOUT_RULE else None
         if found is None or hit.rank is None:
             continue
-        seq, op, numel_in, numel_out = found.groups()
-        by_seq.setdefault(seq, {}).setdefault(hit.rank, ((op, numel_in or "", numel_out or ""), hit))
-    for ranks in by_seq.values():
-        works = Counter(work for work, _ in ranks.values())
-        if len(works) < 2:
+        seq, op, n_in, n_out, bare_op, at = found.groups()
+        if (op or bare_op) in _P2P:
             continue
-        usual = works.most_common(1)[0][0]
-        odd = sorted((h for work, h in ranks.values() if work != usual), key=Hit.key)
-        return [replace(odd[0], rule_id=MISMATCH_RULE, derived=True)]
+        tag = _PG.search(hit.text)
+        # Without a process-group tag (torch < 2.3) two ranks may be stuck in different
+        # groups (tensor- and data-parallel), whose sequence numbers are unrelated: then
+        # only the ranks at one sequence number are compared.
+        group = f"pg {tag.group(1)}" if tag else f"seq {seq or at or ''}"
+        known = groups.setdefault(group, {}).setdefault(hit.rank, {})
+        for field, value in zip(FIELDS, (seq or at, op or bare_op, n_in and f"{n_in}/{n_out}"),
+                                strict=True):
+            if value:
+                known.setdefault(field, value)
+        first.setdefault(hit.rank, hit)
+    for ranks in groups.values():
+        odd = _odd_ranks(ranks)
+        if odd:
+            culprit = min((first[r] for r in odd), key=Hit.key)
+            return [replace(culprit, rule_id=MISMATCH_RULE, derived=True)]
+    return []
+
+
+def _odd_ranks(ranks: dict[int, dict[str, str]]) -> list[int]:
+    """The ranks whose stuck collective differs from the most common one, by any field."""
+    for field in FIELDS:
+        values = Counter(known[field] for known in ranks.values() if field in known)
+        if len(values) >= 2:
+            usual = values.most_common(1)[0][0]
+            return [r for r, known in ranks.items() if known.get(field, usual) != usual]
+    return []
+
+
+_DUMP = re.compile(r"(?:([\w.-]+):(\d+):\d+ \[\d+\] )?NCCL INFO (\w+): opCount ([0-9a-f]+) "
+                   r".*?count (\d+) datatype (\d+) op (\d+) root (\d+) .*?\[nranks=(\d+)\]")
+
+
+def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
+    """A derived collective-mismatch hit when NCCL's per-collective lines disagree.
+
+    Every process of a communicator issues its collectives in the same order, so the
+    n-th collective (opCount) of communicators of one size must have the same
+    operation, element count, datatype, reduction and root on every process; the
+    process (host:pid, else rank) whose n-th collective differs from the most common
+    one issued a different collective.
+    """
+    calls: dict[tuple[str, str], dict[object, tuple[tuple[str, ...], Hit]]] = {}
+    for hit in dumps:
+        found = _DUMP.search(hit.text)
+        if found is None:
+            continue
+        host, pid, op, op_count, count, dtype, redop, root, nranks = found.groups()
+        who: object = (host, pid) if pid else hit.rank
+        if who is not None:
+            calls.setdefault((nranks, op_count), {}).setdefault(
+                who, ((op, count, dtype, redop, root), hit))
+    for by_process in calls.values():
+        seen = Counter(call for call, _ in by_process.values())
+        if len(seen) >= 2:
+            usual = seen.most_common(1)[0][0]
+            odd = min((h for call, h in by_process.values() if call != usual), key=Hit.key)
+            return [replace(odd, rule_id=MISMATCH_RULE, derived=True, strong=True)]
     return []
 
 

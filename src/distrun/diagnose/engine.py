@@ -30,12 +30,18 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from distrun.diagnose.consequence import first_failure_rank, mismatch_hits, where_to_look
+from distrun.diagnose.consequence import (
+    dump_mismatch_hits,
+    first_failure_rank,
+    mismatch_hits,
+    where_to_look,
+)
 from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
 from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
+    COLLECTIVE_DUMP_ID,
     CONFIDENCES,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
@@ -220,14 +226,17 @@ def decide(
     files: int = 0,
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
-    hits = refine(sorted(hits, key=Hit.key), rules)
+    dumps = [h for h in hits if h.rule_id == COLLECTIVE_DUMP_ID]
+    hits = refine(sorted((h for h in hits if h.rule_id != COLLECTIVE_DUMP_ID), key=Hit.key), rules)
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
     primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
     generic = _uncovered([h for h in hits if h.rule_id == GENERIC_ERROR_ID],
                          [h for h in primary if h.strong])
-    primary = sorted(primary + mismatch_hits(secondary), key=lambda h: (not h.strong, h.key()))
-    if primary and _weak_after_unknown(primary[0], generic):
+    derived = mismatch_hits(secondary) or dump_mismatch_hits(dumps)
+    primary = sorted(primary + derived, key=lambda h: (not h.strong, h.key()))
+    if primary and (_weak_after_unknown(primary[0], generic)
+                    or _weak_after_consequence(primary[0], secondary, rules)):
         primary = []  # a wording other failures share explains no error that came before it
     if primary:
         before = tuple(g for g in generic if g.key() < primary[0].key())[:MAX_UNRECOGNISED]
@@ -253,6 +262,17 @@ def decide(
 def _weak_after_unknown(best: Hit, generic: list[Hit]) -> bool:
     """The best cause is only a weak wording and an unrecognised error came before it."""
     return not best.strong and any(g.key() < best.key() for g in generic)
+
+
+def _weak_after_consequence(best: Hit, secondary: list[Hit], rules: RuleSet) -> bool:
+    """The best cause is only a weak wording printed after a strong collective consequence.
+
+    A job torn down after a timeout or a lost peer prints shared wordings of its own
+    (``Killed``, ``SIGTERM``, ``Connection refused``): they describe the teardown.
+    """
+    return not best.strong and any(
+        h.strong and h.key() < best.key() and rules.by_id(h.rule_id).category != "launcher"
+        for h in secondary)
 
 
 def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:

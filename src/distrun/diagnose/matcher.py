@@ -34,6 +34,8 @@ from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
 from distrun.diagnose.rules import (
     BENIGN_ID,
     BENIGN_PATTERNS,
+    COLLECTIVE_DUMP_ID,
+    COLLECTIVE_DUMP_PATTERNS,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
@@ -268,6 +270,7 @@ def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]
     groups.append((RANK_CONTEXT_ID, True, RANK_CONTEXT_PATTERNS))
     groups.extend((r.id, False, r.weak) for r in rules.rule if r.weak)
     groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)
+    groups.append((COLLECTIVE_DUMP_ID, False, COLLECTIVE_DUMP_PATTERNS))
     groups.append((GENERIC_ERROR_ID, True, GENERIC_ERROR_PATTERNS))
     return groups
 
@@ -281,8 +284,8 @@ def _entries(text: str) -> list[_Entry]:
 
 
 def _names_a_cause(rule_id: str) -> bool:
-    return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID) and not rule_id.startswith(
-        CONTEXT_PREFIX)
+    return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID, COLLECTIVE_DUMP_ID) and \
+        not rule_id.startswith(CONTEXT_PREFIX)
 
 
 def _is_rule(hit: RawHit | None) -> bool:

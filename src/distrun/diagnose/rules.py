@@ -38,6 +38,9 @@ BENIGN_PATTERNS = (
     # shared object file" when none is installed (the internal transport is used)
     "NCCL INFO (NET|TUNER|PROFILER|ENV)/Plugin",
     "No plugin found \\(libnccl-",
+    # NCCL/RCCL misc/ibvwrap.cc probing libibverbs on a host without InfiniBand: "NCCL WARN
+    # Failed to open libibverbs.so[.1]", then "NET/Socket : Using ..." (the socket transport)
+    "ibvwrap\\.cc:[0-9]+ NCCL WARN Failed to open libibverbs",
     # TensorFlow's dso_loader probing the CUDA libraries at import (transformers imports it
     # in torch jobs too); TF says "Ignore above cudart dlerror if you do not have a GPU set
     # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU
@@ -49,6 +52,12 @@ BENIGN_PATTERNS = (
     "\\[c10d\\] The (client|server) socket .*\\[(localhost|::|::1|127\\.0\\.0\\.1)\\]:[0-9]+ "
     "\\(errno: (97|99) - ",
 )
+# NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
+# (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>
+# comm ... [nranks=<n>]"): never a cause itself; compared across processes, it shows
+# ranks that issued different collectives (consequence.dump_mismatch_hits).
+COLLECTIVE_DUMP_ID = "collective-dump"
+COLLECTIVE_DUMP_PATTERNS = ("NCCL INFO [A-Za-z]+: opCount [0-9a-f]+ ",)
 # torchelastic's failure summary names the rank on its own line before the cause.
 RANK_CONTEXT_PATTERNS = (
     "rank *: [0-9]+ \\(local_rank",  # torch < 1.10 wrote "rank: 3 (local_rank: 3)"
@@ -197,7 +206,7 @@ class RuleSet:
         """Every pattern the engine matches (the grep -f list)."""
         own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS) + list(
-            BENIGN_PATTERNS)
+            BENIGN_PATTERNS) + list(COLLECTIVE_DUMP_PATTERNS)
 
 
 def check_pattern(pattern: str) -> None:
