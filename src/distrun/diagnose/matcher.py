@@ -227,9 +227,11 @@ class Matcher:
                 continue
             for k in range(1, width):
                 hits.pop(index + k, None)
-            entry = entries[index]
-            logical = Logical(joined[index], entry.logical.rank, entry.logical.node)
-            hits[index] = _hit(found, entry.line, entry.time, logical)
+            entry, pieces = entries[index], entries[index : index + width]
+            # the rank of the first piece that names one (a wrap can leave the first bare)
+            rank = next((e.logical.rank for e in pieces if e.logical.rank is not None), None)
+            node = next((e.logical.node for e in pieces if e.logical.node is not None), None)
+            hits[index] = _hit(found, entry.line, entry.time, Logical(joined[index], rank, node))
 
     def _weak_join_gains(self, rule_id: str, members: list[RawHit | None], pieces: list[str],
                          glue: str) -> bool:

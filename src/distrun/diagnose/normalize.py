@@ -199,6 +199,9 @@ _NEW_RECORD = re.compile(rf"{_STARTS}|During handling|The above exception|File \
                          r"|srun: |slurmstepd: |[\w.-]+:\d+:\d+ \[\d+\] ")  # NCCL's header
 
 
+_SAME_START = 20
+
+
 def unwrap(text: str) -> str:
     """``text`` with hard-wrapped lines joined again; the line count is kept (a joined
     line's continuations become empty lines) so that line numbers stay the file's."""
@@ -215,12 +218,20 @@ def unwrap(text: str) -> str:
         if glue is None:
             head = index
             continue
-        rest = lines[index]
-        prefix = _prefix(rest)
-        rest = rest[len(prefix):] if prefix and prefix == _prefix(lines[index - 1]) else rest
-        out[head] += glue + rest
+        out[head] += glue + _rest(lines[index - 1], lines[index])
         out[index] = ""
     return "\n".join(out)
+
+
+def _rest(line: str, following: str) -> str:
+    """``following`` without the decoration it shares with ``line``: the same prefix, or a
+    Markdown quote put on every line after the text was wrapped."""
+    prefix = _prefix(following)
+    if prefix and prefix == _prefix(line):
+        return following[len(prefix):]
+    if following.startswith(">") and line.startswith(">"):
+        return following[2:] if following.startswith("> ") else following[1:]
+    return following
 
 
 def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
@@ -261,15 +272,17 @@ def _carry_prefixes(text: str, lines: list[str], widths: list[int]) -> str:
         full = widths[i] == width or (widths[i] >= width - 2 * _NEAR and _word_fits(
             lines[i], widths[i], lines[i + 1], width) is False)
         if full and _drops_prefix(out[i], lines[i + 1]):
-            out[i + 1] = _prefix(out[i]) + lines[i + 1]
+            out[i + 1] = _prefix(out[i]) + _rest(out[i], lines[i + 1])
     return text if out == lines else "\n".join(out)
 
 
 def _drops_prefix(line: str, following: str) -> bool:
-    """``line`` has prefixes, ``following`` (more text, not a new record) has none."""
-    rest = following.lstrip()
-    return bool(_prefix(line)) and rest == following and bool(rest) and not _prefix(following) \
-        and _NEW_RECORD.match(rest) is None
+    """``line`` has prefixes, ``following`` (more text, not a new record) has none of its
+    own (only, at most, the outer part of the line's, such as a Markdown quote)."""
+    rest, own, mine = following.lstrip(), _prefix(following), _prefix(line)
+    outer = not own or (own != mine and mine.startswith(own))  # none, or a quote on every line
+    return bool(mine) and rest == following and bool(rest) and outer \
+        and _NEW_RECORD.match(rest[len(own):]) is None
 
 
 @lru_cache(maxsize=1024)
@@ -283,8 +296,15 @@ def _cut_rest(line: str, following: str) -> bool:
     """Can ``following`` be the rest of ``line`` cut at the width? It may start like a short
     prefix ("192: "); it is no copy of the line (a message every rank printed)."""
     prefix = _prefix(following)
-    return bool(following.strip()) and following != line and (
+    return bool(following.strip()) and not _same_start(line, following) and (
         not prefix or _AMBIGUOUS.fullmatch(prefix) is not None)
+
+
+def _same_start(line: str, following: str) -> bool:
+    """``following`` begins as ``line`` does (its first ``_SAME_START`` characters, not
+    blanks): another line of the same form (every rank's watchdog line), not the cut rest."""
+    start = line[:_SAME_START]
+    return len(start) == _SAME_START and bool(start.strip()) and following.startswith(start)
 
 
 def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
@@ -294,11 +314,12 @@ def _word_fits(line: str, length: int, following: str, width: int) -> bool | Non
     body = following[len(prefix):]
     if following.lstrip().startswith("```"):
         return None  # a Markdown fence
-    if not body.strip() or (prefix and prefix != _prefix(line) and prefix.strip("`")):
-        return None  # a new record with a prefix of its own (a code span's ` is none)
+    if not body.strip() or (prefix and not _prefix(line).startswith(prefix) and prefix.strip("`")):
+        return None  # a new record with a prefix of its own (a code span's ` is none; the
+        # line's prefix or its outer part, a quote on every line, is none either)
     if not line[len(_prefix(line)):].strip() and not prefix.strip("`"):
         return False  # a line of prefixes only: its message was wrapped onto the next
-    if body[:1].isspace() or _NEW_RECORD.match(body):
+    if body[:1].isspace() or _NEW_RECORD.match(body) or _same_start(line, following):
         return None
     return length + 1 + len(body.split(None, 1)[0]) <= width
 
