@@ -161,6 +161,15 @@ def test_one_group_on_nccl_and_gloo_keeps_both_recorders_counts(tmp_path: Path, 
     assert counts == {"0": (3, 3), "0+cpu": (2, 2)}
 
 
+def test_a_gloo_job_on_a_cuda_build_keeps_its_plain_group_name(tmp_path: Path, marker: str
+                                                               ) -> None:
+    done = launch(tmp_path, marker, "gloo_only", "1", "--backend", "gloo")
+    assert done.returncode == 0, done.stderr[-3000:]
+    progress = json.loads((tmp_path / "run" / "progress" / "rank-0.json").read_text())
+    counts = {pg: g["enqueued"] for pg, g in progress["groups"].items()}
+    assert counts == {"0": 5}
+
+
 def test_collective_queued_behind_gpu_work_is_seen_in_flight(tmp_path: Path, marker: str
                                                             ) -> None:
     done = launch(tmp_path, marker, "slow_collective")

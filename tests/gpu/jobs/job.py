@@ -130,6 +130,16 @@ def mixed() -> None:
     write(done=True)
 
 
+def gloo_only() -> None:
+    """A gloo job on a CUDA build: NCCL's recorder exists but holds no group."""
+    dist.init_process_group("gloo")
+    for _ in range(5):
+        dist.all_reduce(torch.ones(8))
+    time.sleep(2.5)  # the agent's tick reads the counters
+    dist.destroy_process_group()
+    write(done=True)
+
+
 def slow_collective() -> None:
     """An all_reduce queued behind 20 s of GPU work: in flight, seen in NCCL's recorder."""
     import distrun
@@ -147,6 +157,6 @@ def slow_collective() -> None:
     write(value=float(t[0].item()), in_flight=seen)
 
 
-MODES = {"mixed": mixed, "slow_collective": slow_collective, "bind": bind, "find": find,
-         "plain_ordinal": plain_ordinal, "plain_dup": plain_dup}
+MODES = {"gloo_only": gloo_only, "mixed": mixed, "slow_collective": slow_collective,
+         "bind": bind, "find": find, "plain_ordinal": plain_ordinal, "plain_dup": plain_dup}
 MODES[MODE]()
