@@ -7,6 +7,7 @@ both dumps of one rank whose default group had both backends (``cpu:gloo,cuda:nc
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -37,8 +38,14 @@ def test_this_cpu_build_reads_the_generic_recorder_of_a_real_group() -> None:
             dist.all_reduce(torch.ones(2))
         counts = flight.parse_status(flight.status_raw())
         described = flight.describe([(name, 4)])
+        dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, False, False))
     finally:
         dist.destroy_process_group()
     # gloo's completed number is not exact: in 1 run of 25 it stayed at 2 of 4 for 5 s
     assert counts[name].enqueued == 4 and counts[name].completed <= 4
     assert described[(name, 4)].op == "gloo:all_reduce"
+    # had NCCL's recorder named the group first, this recorder's entries would be the group's
+    # "+cpu" ones: never taken for the NCCL collective of the same number
+    assert flight._search(dump, {(name, 4)}, {name}) == {}
+    assert flight._search(dump, {(name + "+cpu", 4)}, {name})[(name + "+cpu", 4)].op == \
+        "gloo:all_reduce"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,55 +78,58 @@ def _dump(fn: Any) -> bytes:
     return raw
 
 
-def _keyed(dumps: Sequence[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(key, status entry) for every group of every dump; see ``CPU_SUFFIX``."""
-    earlier: set[str] = set()
-    for data in dumps:
-        status = data.get("pg_status") or {}
-        for pg, entry in status.items():
-            yield (f"{pg}{CPU_SUFFIX}" if str(pg) in earlier else str(pg)), entry
-        earlier |= {str(pg) for pg in status}
+def _key(pg: object, earlier: set[str]) -> str:
+    """A group's key in the recorder read after those that named ``earlier``; see
+    ``CPU_SUFFIX``."""
+    return f"{pg}{CPU_SUFFIX}" if str(pg) in earlier else str(pg)
+
+
+def _named(dump: dict[str, Any]) -> set[str]:
+    return {str(pg) for pg in dump.get("pg_status") or {}}
 
 
 def parse_status(raws: Sequence[bytes]) -> dict[str, Counters]:
     """``{pg: Counters}`` from the status dumps; a group that has run nothing yet is left out."""
     out = {}
-    for key, entry in _keyed([json.loads(raw) for raw in raws]):
-        enq = int(entry.get("last_enqueued_collective", -1))
-        done = int(entry.get("last_completed_collective", -1))
-        if enq >= 0:
-            out[key] = Counters(enq, max(done, 0))
+    earlier: set[str] = set()
+    for dump in (json.loads(raw) for raw in raws):
+        for pg, entry in (dump.get("pg_status") or {}).items():
+            enq = int(entry.get("last_enqueued_collective", -1))
+            done = int(entry.get("last_completed_collective", -1))
+            if enq >= 0:
+                out[_key(pg, earlier)] = Counters(enq, max(done, 0))
+        earlier |= _named(dump)
     return out
 
 
 def describe(wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Described]:
-    """Op, sizes and timeout of each wanted (pg, collective sequence number) still recorded."""
+    """Op, sizes and timeout of each wanted (key, collective sequence number) still recorded,
+    each looked up only in the recorder its key belongs to."""
     want = set(wanted)
     found: dict[tuple[str, int], Described] = {}
     c10d = _c10d()
-    for index, name in enumerate(_recorders()):
+    earlier: set[str] = set()
+    for name in _recorders():
         if len(found) == len(want):
             break
-        suffix = CPU_SUFFIX if index else ""
-        mine = {(pg[: -len(suffix)] if suffix and pg.endswith(suffix) else pg, seq): (pg, seq)
-                for pg, seq in want - set(found)}
         dump = pickle.loads(getattr(c10d, name)(True, False, False))
-        for key, described in _search(dump, set(mine)).items():
-            found[mine[key]] = described
+        found.update(_search(dump, want - set(found), earlier))
+        earlier |= _named(dump)
     return found
 
 
-def _search(dump: dict[str, Any], want: set[tuple[str, int]]) -> dict[tuple[str, int], Described]:
+def _search(dump: dict[str, Any], want: set[tuple[str, int]], earlier: set[str]
+            ) -> dict[tuple[str, int], Described]:
     found: dict[tuple[str, int], Described] = {}
     for entry in reversed(dump.get("entries") or []):  # newest first
-        if entry.get("is_p2p"):
-            continue
-        pg = str((entry.get("process_group") or ["?"])[0])
-        for seq in (int(entry.get("op_id", -1)), int(entry.get("collective_seq_id", -1))):
-            if (pg, seq) in want and (pg, seq) not in found:
-                found[pg, seq] = _described(entry)
         if len(found) == len(want):
             break
+        if entry.get("is_p2p"):
+            continue
+        key = _key((entry.get("process_group") or ["?"])[0], earlier)
+        for seq in (int(entry.get("op_id", -1)), int(entry.get("collective_seq_id", -1))):
+            if (key, seq) in want and (key, seq) not in found:
+                found[key, seq] = _described(entry)
     return found
 
 
