@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from distrun.diagnose.hit import Hit
 from distrun.diagnose.sources import RunInfo
@@ -35,6 +37,7 @@ _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
                       r"|waiting for send/recv from rank (\d+)")
 
 FIELDS = ("seq", "op", "numel")
+K = TypeVar("K")
 
 
 def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
@@ -77,11 +80,19 @@ def mismatch_hits(secondary: list[Hit]) -> list[Hit]:
 def _odd_ranks(ranks: dict[int, dict[str, str]]) -> list[int]:
     """The ranks whose stuck collective differs from the most common one, by any field."""
     for field in FIELDS:
-        values = Counter(known[field] for known in ranks.values() if field in known)
-        if len(values) >= 2:
-            usual = values.most_common(1)[0][0]
-            return [r for r, known in ranks.items() if known.get(field, usual) != usual]
+        odd = _unusual({r: known[field] for r, known in ranks.items() if field in known})
+        if odd:
+            return odd
     return []
+
+
+def _unusual(values: Mapping[K, Hashable]) -> list[K]:
+    """The keys whose value is not the most common one (none when all agree)."""
+    counts = Counter(values.values())
+    if len(counts) < 2:
+        return []
+    usual = counts.most_common(1)[0][0]
+    return [key for key, value in values.items() if value != usual]
 
 
 _DUMP = re.compile(r"(?:([\w.-]+):(\d+):\d+ \[\d+\] )?NCCL INFO (\w+): opCount ([0-9a-f]+) "
@@ -108,11 +119,10 @@ def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
             calls.setdefault((nranks, op_count), {}).setdefault(
                 who, ((op, count, dtype, redop, root), hit))
     for by_process in calls.values():
-        seen = Counter(call for call, _ in by_process.values())
-        if len(seen) >= 2:
-            usual = seen.most_common(1)[0][0]
-            odd = min((h for call, h in by_process.values() if call != usual), key=Hit.key)
-            return [replace(odd, rule_id=MISMATCH_RULE, derived=True, strong=True)]
+        odd = _unusual({who: call for who, (call, _) in by_process.items()})
+        if odd:
+            culprit = min((by_process[who][1] for who in odd), key=Hit.key)
+            return [replace(culprit, rule_id=MISMATCH_RULE, derived=True, strong=True)]
     return []
 
 

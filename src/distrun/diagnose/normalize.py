@@ -194,12 +194,10 @@ def rank_in_text(text: str, jax: bool = False) -> int | None:
 WRAP_COLUMNS = (40, 240)
 _AMBIGUOUS = re.compile(r"[\d:>`\s-]{1,8}")  # prefixes a cut's rest may start like ("192: ")
 _NEAR = 12  # an editor's wrapped line ends this close to the width
+_SAME_START = 20  # a next line that begins with this many of a line's characters is a new one
 _NEW_RECORD = re.compile(rf"{_STARTS}|During handling|The above exception|File \""
                          r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):"
                          r"|srun: |slurmstepd: |[\w.-]+:\d+:\d+ \[\d+\] ")  # NCCL's header
-
-
-_SAME_START = 20
 
 
 def unwrap(text: str) -> str:
@@ -241,8 +239,8 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     line is followed by more of its text, the next word would not have fit, more often
     than not (a line that ends early though the next word would fit is a real line end).
     """
-    width = max(widths, default=0)
-    if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
+    width = _wrap_width(widths)
+    if width is None:
         return None
     # Lines at the width that could be cut: more text follows (not a new prefixed record).
     exact = {i for i in range(len(lines) - 1)
@@ -260,12 +258,18 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
     return None
 
 
+def _wrap_width(widths: list[int]) -> int | None:
+    """The longest line's width, where a terminal or a page could have wrapped at it."""
+    width = max(widths, default=0)
+    return width if WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1] else None
+
+
 def _carry_prefixes(text: str, lines: list[str], widths: list[int]) -> str:
     """Too few lines to tell a wrap (a pasted line or two): where a prefixed line at the
     width is followed by more text without the prefix, that text gets the prefix (the
     matcher joins the two; the rank the prefix names is kept)."""
-    width = max(widths, default=0)
-    if not WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1]:
+    width = _wrap_width(widths)
+    if width is None:
         return text
     out = list(lines)
     for i in range(len(lines) - 1):
