@@ -112,6 +112,11 @@ CASES: list[tuple[str, str, str, int | None]] = [
     ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 1 "
      "(pid: 4243) of binary: /usr/bin/python3\n",
      "host-oom-or-killed", "medium", 1),
+    # HTCondor condor_starter hold reason (older and cgroup wordings)
+    ("Job 4242.0 held: Error from slot1@node3: Job has gone over memory limit of 2048 megabytes. "
+     "Peak usage: 2100 megabytes.\n", "host-oom-or-killed", "medium", None),
+    ("Job has gone over cgroup memory limit of 8192 megabytes. Last measured usage: 8200 megabytes.\n",
+     "host-oom-or-killed", "medium", None),
     # Kubernetes container status
     ("    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n",
      "host-oom-or-killed", "medium", None),
@@ -152,6 +157,10 @@ CASES: list[tuple[str, str, str, int | None]] = [
     ("ValueError: Default process group has not been initialized, please make sure to call "
      "init_process_group.\n", "default-pg-not-initialized", "high", None),
     ("AssertionError: Default process group is not initialized\n",
+     "default-pg-not-initialized", "high", None),
+
+    # horovod/common/basics.py
+    ("ValueError: Horovod has not been initialized; use hvd.init().\n",
      "default-pg-not-initialized", "high", None),
 
     # --- ddp-unused-parameters --------------------------------------------------------------
@@ -225,6 +234,10 @@ CASES: list[tuple[str, str, str, int | None]] = [
     # torch/distributed/elastic/utils/api.py get_env_variable_or_raise
     ("ValueError: Environment variable TORCHELASTIC_RUN_ID expected, but not set\n",
      "no-launcher", "high", None),
+    # variables only torchrun sets (torch/distributed/elastic/agent/server/api.py)
+    ("  File \"train.py\", line 9, in <module>\n"
+     "    local_world_size = int(os.environ[\"LOCAL_WORLD_SIZE\"])\n"
+     "KeyError: 'LOCAL_WORLD_SIZE'\n", "no-launcher", "high", None),
 ]
 
 
