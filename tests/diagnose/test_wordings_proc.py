@@ -74,7 +74,10 @@ CASES: list[tuple[str, str, str, int | None]] = [
      "cuda-out-of-memory", "high", None),
     ("RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB\n",
      "cuda-out-of-memory", "high", None),
-    ("[rank1]: RuntimeError: EL0004: [PID: 7781] 2024-05-10-07:28:04.417.845 Failed to allocate memory.\n",
+    ("[rank1]: RuntimeError: [PID: 7781] 2024-05-10-07:28:04.417.845 Memory_Allocation_Failure(EL0004): "
+     "Failed to allocate memory requested by GE module.\n"
+     "[rank1]:         Possible Cause: Available memory is insufficient.\n"
+     "[rank1]:         Call rtMalloc fail, purpose: page caching, type = 2, size:3221291008, device_id:0\n",
      "cuda-out-of-memory", "high", 1),
 
     # --- host-oom-or-killed (capped at medium) ---------------------------------------------
@@ -92,10 +95,6 @@ CASES: list[tuple[str, str, str, int | None]] = [
      "=   PID 4242 RUNNING AT node3\n"
      "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n",
      "host-oom-or-killed", "medium", None),
-    # Vertex AI custom job failure
-    ("The replica workerpool0-0 exited with a non-zero status of 137. "
-     "To find out more about why your job exited please check the logs.\n",
-     "host-oom-or-killed", "medium", None),
     # ray/exceptions.py OutOfMemoryError raised by the memory monitor
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
      "Memory on the node (IP: 10.0.0.3, ID: 0f1e) where the task was running was 60.1GB / 62.8GB (0.957)\n",
@@ -112,10 +111,10 @@ CASES: list[tuple[str, str, str, int | None]] = [
     ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 1 "
      "(pid: 4243) of binary: /usr/bin/python3\n",
      "host-oom-or-killed", "medium", 1),
-    # HTCondor condor_starter hold reason (older and cgroup wordings)
+    # HTCondor condor_starter hold reason (src/condor_starter.V6.1; the Docker variant says "Mb")
     ("Job 4242.0 held: Error from slot1@node3: Job has gone over memory limit of 2048 megabytes. "
      "Peak usage: 2100 megabytes.\n", "host-oom-or-killed", "medium", None),
-    ("Job has gone over cgroup memory limit of 8192 megabytes. Last measured usage: 8200 megabytes.\n",
+    ("Docker job has gone over memory limit of 2000 Mb, going on hold\n",
      "host-oom-or-killed", "medium", None),
     # Kubernetes container status
     ("    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n",
