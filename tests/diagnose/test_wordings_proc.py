@@ -310,3 +310,4 @@ def test_successful_run_with_wandb_lines_is_nothing_failed(tmp_path: Path) -> No
                    encoding="utf-8")
     result = diagnose([log])
     assert not result.causes and not result.unrecognised
+
