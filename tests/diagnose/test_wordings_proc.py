@@ -145,6 +145,10 @@ CASES: list[tuple[str, str, str, int | None]] = [
     ("RuntimeError: Mesh should not be bigger than default world size 4, but found 8 ranks!\n",
      "world-size-mismatch", "high", None),
 
+    # lightning_fabric/plugins/environments/torchelastic.py validate_settings
+    ("ValueError: You set `devices=4` and `num_nodes=2` in Lightning, but the product (4 * 2) does not "
+     "match the world size (4).\n", "world-size-mismatch", "high", None),
+
     # --- default-pg-not-initialized ---------------------------------------------------------
     # deepspeed/comm/comm.py init (dist_init_required=False without an initialised backend)
     ("AssertionError: Distributed backend is not initialized. Please set dist_init_required to True "
@@ -311,3 +315,11 @@ def test_successful_run_with_wandb_lines_is_nothing_failed(tmp_path: Path) -> No
     result = diagnose([log])
     assert not result.causes and not result.unrecognised
 
+
+def test_gloo_argument_check_is_not_the_jobs_world_size(tmp_path: Path) -> None:
+    # torch ProcessGroupGloo's argument check: one call's tensor list, not the job's shape
+    log = tmp_path / "job.log"
+    log.write_text("RuntimeError: ProcessGroupGloo::allgather: invalid input tensor list size 3 does "
+                   "not match world size 4\n", encoding="utf-8")
+    result = diagnose([log])
+    assert all(c.rule.id != "world-size-mismatch" for c in result.causes)
