@@ -104,6 +104,10 @@ node02:512:601 [1] NCCL WARN ncclOsSocketStartConnect: connect to 10.0.0.1<46213
     ("nccl-poll-connect-exceeded", """\
 node02:512:601 [1] misc/socket.cc:567 NCCL WARN socketPollConnect: exceeded timeouts (35)
 """, "nccl-network", "high", None),
+    # gloo transport/tcp/pair.cc (torch third_party): a pair could not connect in time
+    ("gloo-connect-timeout", """\
+[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:233] Connect timeout [none]
+""", "nccl-network", "high", 1),
     # oneCCL src/atl/ofi: the libfabric transport found no provider
     ("oneccl-atl-init", """\
 2024:10:01-12:00:00:(1234) |CCL_ERROR| atl_ofi_comm.cpp:232 init_transport: EXCEPTION: failed to initialize ATL
@@ -131,6 +135,14 @@ torch.distributed.DistNetworkError: The client socket has failed to connect. cod
     ("ray-gcs-unreachable", """\
 ConnectionError: Unable to connect to GCS (ray head) at 10.0.0.1:6379. Check that (1) Ray with matching version started successfully at the specified address, (2) this node can reach the specified address, and (3) there is no firewall setting preventing access.
 """, "rendezvous-timeout", "medium", None),
+    # PaddlePaddle phi/core/distributed/store/tcp_utils.cc tcp_connect / get_addr_info
+    ("paddle-store-unreachable", """\
+I1029 11:24:40.706755 14711 tcp_utils.cc:107] Retry to connect to 10.3.5.1:44264 while the server is not yet listening.
+InvalidArgumentError: Network 10.3.5.1:44264 cannot be connected. (at /paddle/paddle/phi/core/distributed/store/tcp_utils.cc:148)
+""", "rendezvous-timeout", "medium", None),
+    ("paddle-store-unresolved", """\
+InvalidArgumentError: IPv4 network master-0:6170 cannot be obtained. Details: Name or service not known. (at /paddle/paddle/phi/core/distributed/store/tcp_utils.cc:62)
+""", "rendezvous-timeout", "medium", None),
     # Windows WSAETIMEDOUT text: shared by any timed-out connect (weak)
     ("windows-connect-timeout", """\
 OSError: [WinError 10060] A connection attempt failed because the connected party did not properly respond after a period of time, or established connection failed because connected host has failed to respond
@@ -147,6 +159,10 @@ ValueError: Ray component worker_ports is trying to use a port number 10002 that
     # gRPC chttp2_server.cc: no listening address could be bound (coordination service)
     ("grpc-no-address-added", """\
 E0101 12:00:00.000000 1234 server_chttp2.cc:40] {"created":"@1700000000.0","description":"No address added out of total 1 resolved","file":"src/core/ext/transport/chttp2/server/chttp2_server.cc"}
+""", "address-in-use", "low", None),
+    # PaddlePaddle tcp_utils.cc tcp_listen: the bind failed (the reason is not printed: weak)
+    ("paddle-bind-failed", """\
+InvalidArgumentError: Bind network on IP_ANY:6170 failed. (at /paddle/paddle/phi/core/distributed/store/tcp_utils.cc:181)
 """, "address-in-use", "low", None),
     # ---- libuv-missing ----
     # torch c10d TCPStore.cpp (2.4+; "built" since 2.5, "build" before)
@@ -171,6 +187,10 @@ ERROR: Unexpected BUS error encountered in DataLoader worker. This might be caus
 [rank2]:   File "/usr/lib/python3.10/multiprocessing/shared_memory.py", line 115, in __init__
 [rank2]: OSError: [Errno 28] No space left on device: '/dev/shm/psm_4f2a1b'
 """, "shm-bus-error", "high", 2),
+    # torch torch/lib/libshm (torch_shm_manager): the segment could not be created
+    ("torch-shm-manager", """\
+RuntimeError: Couldn't allocate shared memory segment: No space left on device
+""", "shm-bus-error", "high", None),
     # torch aten/src/ATen/MapAllocator.cpp: mmap of a worker's shared file (weak)
     ("torch-mmap-shared-file", """\
 RuntimeError: unable to mmap 1048576 bytes from file </torch_1234_2345678901_0>: Cannot allocate memory (12)
