@@ -143,10 +143,6 @@ InvalidArgumentError: Network 10.3.5.1:44264 cannot be connected. (at /paddle/pa
     ("paddle-store-unresolved", """\
 InvalidArgumentError: IPv4 network master-0:6170 cannot be obtained. Details: Name or service not known. (at /paddle/paddle/phi/core/distributed/store/tcp_utils.cc:62)
 """, "rendezvous-timeout", "medium", None),
-    # Windows WSAETIMEDOUT text: shared by any timed-out connect (weak)
-    ("windows-connect-timeout", """\
-OSError: [WinError 10060] A connection attempt failed because the connected party did not properly respond after a period of time, or established connection failed because connected host has failed to respond
-""", "rendezvous-timeout", "low", None),
     # ---- address-in-use ----
     # Ray python/ray/_private/parameter.py: a component's port is taken
     ("ray-port-used", """\
@@ -160,6 +156,10 @@ ValueError: Ray component worker_ports is trying to use a port number 10002 that
     ("grpc-no-address-added", """\
 E0101 12:00:00.000000 1234 server_chttp2.cc:40] {"created":"@1700000000.0","description":"No address added out of total 1 resolved","file":"src/core/ext/transport/chttp2/server/chttp2_server.cc"}
 """, "address-in-use", "low", None),
+    # torch c10d socket.cpp on Windows (WSAEADDRINUSE)
+    ("windows-c10d-errno-10048", """\
+[W socket.cpp:663] [c10d] The server socket has failed to bind to 0.0.0.0:29500 (errno: 10048 - Only one usage of each socket address (protocol/network address/port) is normally permitted.).
+""", "address-in-use", "high", None),
     # PaddlePaddle tcp_utils.cc tcp_listen: the bind failed (the reason is not printed: weak)
     ("paddle-bind-failed", """\
 InvalidArgumentError: Bind network on IP_ANY:6170 failed. (at /paddle/paddle/phi/core/distributed/store/tcp_utils.cc:181)
@@ -209,6 +209,11 @@ node01:4242:4250 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion 
     ("neg-zeros-on-device-0", """\
 tensor([0., 0., 0., 0.], device='cuda:0')
 """, "", None, None),
+    # a workaround the reporter tried without success is no finding
+    ("neg-p2p-disable-did-not-help", """\
+all_reduce_perf hangs on the two nodes.
+Setting NCCL_P2P_DISABLE=1 did not help, NCCL_P2P_DISABLE=1 doesn't work either.
+""", "", None, None),
     # NCCL's env echo of a P2P setting is not the reporter's finding
     ("neg-p2p-disable-env-echo", """\
 node01:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.
@@ -222,6 +227,10 @@ node01:1:9 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by 
     ("neg-eaddrinuse-not-rendezvous", """\
 torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use
 """, "address-in-use", "high", None),
+    # a model download from a node without internet is not a rendezvous problem
+    ("neg-hub-download-unreachable", """\
+requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /bert-base-uncased/resolve/main/config.json (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f3a>: Failed to establish a new connection: [Errno 101] Network is unreachable'))
+""", "", None, None),
     # a full checkpoint disk is not /dev/shm
     ("neg-enospc-not-shm", """\
 OSError: [Errno 28] No space left on device: '/data/ckpt/model-00001.safetensors'
