@@ -135,6 +135,12 @@ torch.distributed.DistNetworkError: The client socket has failed to connect. cod
     ("ray-gcs-unreachable", """\
 ConnectionError: Unable to connect to GCS (ray head) at 10.0.0.1:6379. Check that (1) Ray with matching version started successfully at the specified address, (2) this node can reach the specified address, and (3) there is no firewall setting preventing access.
 """, "rendezvous-timeout", "medium", None),
+    # OpenSSH client as pdsh starts DeepSpeed's ranks on the hostfile's nodes
+    ("pdsh-ssh-timeout", """\
+[2024-05-02 10:00:00,000] [INFO] [multinode_runner.py:80:get_cmd] Running on the following workers: worker-0,worker-1
+worker-1: ssh: connect to host worker-1 port 22: Connection timed out
+pdsh@worker-0: worker-1: ssh exited with exit code 255
+""", "rendezvous-timeout", "medium", None),
     # PaddlePaddle phi/core/distributed/store/tcp_utils.cc tcp_connect / get_addr_info
     ("paddle-store-unreachable", """\
 I1029 11:24:40.706755 14711 tcp_utils.cc:107] Retry to connect to 10.3.5.1:44264 while the server is not yet listening.
