@@ -110,8 +110,13 @@ node02:512:601 [1] misc/socket.cc:567 NCCL WARN socketPollConnect: exceeded time
 """, "nccl-network", "high", 1),
     # oneCCL src/atl/ofi: the libfabric transport found no provider
     ("oneccl-atl-init", """\
+2024:10:01-12:00:00:(1234) |CCL_ERROR| atl_ofi_helper.cpp:1118 fi_getinfo error: ret -61, providers 0
 2024:10:01-12:00:00:(1234) |CCL_ERROR| atl_ofi_comm.cpp:232 init_transport: EXCEPTION: failed to initialize ATL
 """, "nccl-network", "high", None),
+    # the same exception alone does not say why the transport failed (weak)
+    ("oneccl-atl-init-alone", """\
+2024:10:01-12:00:00:(1234) |CCL_ERROR| atl_mpi_comm.cpp:120 init_transport: EXCEPTION: failed to initialize ATL
+""", "nccl-network", "low", None),
     # ---- rendezvous-timeout (capped at medium) ----
     # torch c10d TCPStore.cpp (2.3+) connect/validate retry loop
     ("tcpstore-connect-validate", """\
