@@ -103,6 +103,19 @@ CASES = [
     ("cuda-unavailable", "medium", "RuntimeError: Failed to infer device type"),
     # Enflame TopsRider and Moore Threads MUSA name their errors like HIP/CUDA (topsError_t)
     ("cuda-unavailable", "medium", "RuntimeError: topsGetDeviceCount failed: topsErrorNoDevice"),
+    # cudaErrorSystemNotReady as torch reports it (c10/cuda/CUDAFunctions.cpp): no fabric manager
+    ("cuda-unavailable", "medium",
+     "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:107: UserWarning: CUDA "
+     "initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+     "before calling NumCudaDevices() that might have already set an error? Error 802: system not "
+     "yet initialized (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:109.)"),
+    ("cuda-unavailable", "medium",
+     "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorSystemNotReady: system not yet "
+     "initialized"),
+    # NVML (nvidia-smi in a container that lost its devices; pynvml without a driver)
+    ("cuda-unavailable", "medium", "Failed to initialize NVML: Unknown Error"),
+    ("cuda-unavailable", "medium", "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded"),
+    ("cuda-unavailable", "medium", "pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found"),
     # jax/_src/xla_bridge.py warning (the job goes on, on the CPU): weak
     ("cuda-unavailable", "low",
      "WARNING:jax._src.xla_bridge:An NVIDIA GPU may be present on this machine, but a "
@@ -129,6 +142,18 @@ CASES = [
     ("nccl-cuda-library-mismatch", "high",
      "ERROR! Intel\u00ae Extension for PyTorch* needs to work with PyTorch 2.8.*, but PyTorch "
      "2.6.0+cu124 is found. Please switch to the matching version and run again."),
+    # jaxlib/plugin_support.py: the CUDA plugin of another release is not used
+    ("nccl-cuda-library-mismatch", "high",
+     "/usr/local/lib/python3.12/dist-packages/jaxlib/plugin_support.py:71: RuntimeWarning: JAX "
+     "plugin jax_cuda12_plugin version 0.7.2 is installed, but it is not compatible with the "
+     "installed jaxlib version 0.7.1, so it will not be used."),
+    # an extension build (torch.utils.cpp_extension) whose ninja step failed: weak
+    ("nccl-cuda-library-mismatch", "low", "ninja: build stopped: subcommand failed."),
+    # torch/distributed/rpc TensorPipe agent (libtorch_cpu.so string)
+    ("backend-device-unsupported", "high",
+     "RuntimeError: TensorPipe RPC backend only supports CPU tensors by default, please move your "
+     "tensors to CPU before sending them over RPC, or call `set_device_map` on "
+     "`TensorPipeRpcBackendOptions` to explicitly configure device mapping."),
     # torch/cuda/__init__.py _lazy_init
     ("nccl-cuda-library-mismatch", "high",
      "AssertionError: libcudart functions unavailable. It looks like you have a broken build?"),
@@ -189,6 +214,14 @@ NEIGHBOURS = [
      "version 8900, which is newer."),
     # HCCL's own failure stays Ascend's, the missing libhccl is the build
     ("ascend-hccl", "RuntimeError: HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp"),
+    # the CUDA plugin skipped for its version, then the GPU asked for: the version is the cause
+    ("nccl-cuda-library-mismatch",
+     "RuntimeWarning: JAX plugin jax_cuda12_plugin version 0.7.2 is installed, but it is not "
+     "compatible with the installed jaxlib version 0.7.1, so it will not be used.\n"
+     "RuntimeError: Unknown backend: 'gpu' requested, but no platforms that are instances of gpu "
+     "are present. Platforms present are: cpu"),
+    # a driver/library mismatch reported by NVML is the library category, not a missing driver
+    ("nccl-cuda-library-mismatch", "Failed to initialize NVML: Driver/library version mismatch"),
     # another task's heartbeat timeout is that task dying
     ("jax-task-died",
      "E1115 coordination_service.cc:954] /job:jax_worker/replica:0/task:10 has been set to ERROR "
