@@ -120,6 +120,13 @@ CASES = [
     ("cuda-unavailable", "low",
      "WARNING:jax._src.xla_bridge:An NVIDIA GPU may be present on this machine, but a "
      "CUDA-enabled jaxlib is not installed. Falling back to cpu."),
+    # torch/amp/grad_scaler.py and autocast_mode.py warnings: weak
+    ("cuda-unavailable", "low",
+     "/site-packages/torch/amp/grad_scaler.py:132: UserWarning: torch.cuda.amp.GradScaler is "
+     "enabled, but CUDA is not available.  Disabling."),
+    ("cuda-unavailable", "low",
+     "/site-packages/torch/amp/autocast_mode.py:266: UserWarning: User provided device_type of "
+     "'cuda', but CUDA is not available. Disabling"),
     # a job script's check on a host without the NVIDIA driver: weak
     ("cuda-unavailable", "low", "run.sh: line 3: nvidia-smi: command not found"),
     ("cuda-unavailable", "low",
@@ -170,6 +177,17 @@ CASES = [
     # MUSA's invalid device (musaError_t mirrors cudaError_t)
     ("cuda-invalid-device-ordinal", "medium",
      "RuntimeError: musaSetDevice(7) failed: musaErrorInvalidDevice"),
+    # lightning/fabric/accelerators/xla.py: more TPU cores than the host has
+    ("cuda-invalid-device-ordinal", "medium",
+     "ValueError: `devices` can only be 'auto', 1, 8 or [<0-7>] for TPUs. Got 16"),
+    # torch/distributed/distributed_c10d.py all_reduce with MAX on a complex tensor
+    ("backend-device-unsupported", "high",
+     "ValueError: all_reduce does not support ReduceOp.MAX on complex tensors"),
+    ("backend-device-unsupported", "high",
+     "AssertionError: Unknown c10d backend type NCCLX"),
+    # CANN: HCCL's internal error code
+    ("ascend-hccl", "medium",
+"EI9999: Inner Error!"),
     # xla/tsl coordination_service.cc: the service (inside process 0) reports task 0 itself
     ("jax-coordination", "medium",
      "E1009 15:47:38.568412 coordination_service.cc:1170] /job:jax_worker/replica:0/task:0 has "
