@@ -116,6 +116,16 @@ CASES = [
     ("cuda-unavailable", "medium", "Failed to initialize NVML: Unknown Error"),
     ("cuda-unavailable", "medium", "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded"),
     ("cuda-unavailable", "medium", "pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found"),
+    # ATen CUDAHooksInterface of a build without CUDA (libtorch_cpu.so string)
+    ("cuda-unavailable", "medium",
+     "RuntimeError: Cannot initialize CUDA without ATen_cuda library. PyTorch splits its backend "
+     "into two shared libraries: a CPU library and a CUDA library; this error has occurred because "
+     "you are trying to use some CUDA functionality, but the CUDA library has not been loaded by "
+     "the dynamic linker for some reason."),
+    # libtpu with the chips held by another process
+    ("cuda-unavailable", "medium",
+     "RuntimeError: TPU initialization failed: open(/dev/accel0): Device or resource busy: Device "
+     "or resource busy; Couldn't open device: /dev/accel0"),
     # jax/_src/xla_bridge.py warning (the job goes on, on the CPU): weak
     ("cuda-unavailable", "low",
      "WARNING:jax._src.xla_bridge:An NVIDIA GPU may be present on this machine, but a "
