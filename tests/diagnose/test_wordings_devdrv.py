@@ -205,6 +205,16 @@ CASES = [
      "task:0 heartbeat timeout. This indicates that the remote task has failed, got preempted, "
      "or crashed unexpectedly. Check the task logs for an earlier error or scheduler events "
      "(e.g. preemption, eviction) to debug further."),
+    # xla/pjrt/distributed/topology_util.cc: a process never published its devices
+    ("jax-coordination", "medium",
+     "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Getting local topologies failed: Error 1: "
+     "GetKeyValue() timed out with key: cuda:local_topology/cuda/3 and duration: 2m"),
+    # coordination_service.cc after the service shut down (secondary)
+    ("jax-task-died", "medium",
+     "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Coordination service has stopped. "
+     "RecordHeartbeat() from task: /job:jax_worker/replica:0/task:2 failed. Additional GRPC error "
+     "information from remote target coordination_service while calling "
+     "/tensorflow.CoordinationService/Heartbeat"),
     # xla/tsl coordination_service.cc: a task that restarted (secondary: only consequences)
     ("jax-task-died", "medium",
      "jax.errors.JaxRuntimeError: ABORTED: /job:jax_worker/replica:0/task:5 unexpectedly tried "
