@@ -178,6 +178,12 @@ CASES = [
     ("nccl-cuda-library-mismatch", "high",
      "failed call to cuInit: CUDA_ERROR_JIT_COMPILER_NOT_FOUND"),
     ("nccl-cuda-library-mismatch", "high", "CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid"),
+    # bitsandbytes cuda_setup/main.py (0.3x-0.41)
+    ("nccl-cuda-library-mismatch", "high",
+     "CUDA SETUP: PyTorch settings found: CUDA_VERSION=126, Highest Compute Capability: 8.6.\n"
+     "CUDA SETUP: Required library version not found: libbitsandbytes_cuda126.so. Maybe you need "
+     "to compile it from source?\nCUDA SETUP: Defaulting to libbitsandbytes_cpu.so..."),
+    ("nccl-cuda-library-mismatch", "low", "CUDA SETUP: CUDA detection failed! Possible reasons:"),
     # cudaGetErrorString(cudaErrorInvalidPtx): weak (a bad kernel gives it too)
     ("nccl-cuda-library-mismatch", "low", "RuntimeError: CUDA error: a PTX JIT compilation failed"),
     # xformers/_cpp_lib.py: weak
