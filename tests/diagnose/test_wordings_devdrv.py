@@ -137,6 +137,9 @@ CASES = [
     ("cuda-unavailable", "low",
      "/site-packages/torch/amp/autocast_mode.py:266: UserWarning: User provided device_type of "
      "'cuda', but CUDA is not available. Disabling"),
+    # NVML's library missing: no NVIDIA driver installed (weak, like libcuda)
+    ("cuda-unavailable", "low",
+     "OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or directory"),
     # a job script's check on a host without the NVIDIA driver: weak
     ("cuda-unavailable", "low", "run.sh: line 3: nvidia-smi: command not found"),
     ("cuda-unavailable", "low",
@@ -184,6 +187,15 @@ CASES = [
      "CUDA SETUP: Required library version not found: libbitsandbytes_cuda126.so. Maybe you need "
      "to compile it from source?\nCUDA SETUP: Defaulting to libbitsandbytes_cpu.so..."),
     ("nccl-cuda-library-mismatch", "low", "CUDA SETUP: CUDA detection failed! Possible reasons:"),
+    # torch >= 2.7 wheels link NVSHMEM (nvidia-nvshmem-cu12)
+    ("nccl-cuda-library-mismatch", "high",
+     "ImportError: libnvshmem_host.so.3: cannot open shared object file: No such file or directory"),
+    # ptxas older than the PTX (JAX's CUDA plugin, numba) or than the GPU (Triton)
+    ("nccl-cuda-library-mismatch", "high",
+     "jax.errors.JaxRuntimeError: INTERNAL: CUDA error: ptxas application ptx input, line 5;\n"
+     "fatal   : Unsupported .version 8.8; current version is '8.2'"),
+    ("nccl-cuda-library-mismatch", "high",
+     "ptxas fatal   : Value 'sm_103a' is not defined for option 'gpu-name'"),
     # cudaGetErrorString(cudaErrorInvalidPtx): weak (a bad kernel gives it too)
     ("nccl-cuda-library-mismatch", "low", "RuntimeError: CUDA error: a PTX JIT compilation failed"),
     # xformers/_cpp_lib.py: weak
