@@ -301,6 +301,14 @@ def test_docker_without_gpu_selection_is_not_the_gpu_driver(tmp_path: Path) -> N
     assert not causes or causes[0]["id"] != "cuda-unavailable"
 
 
+def test_another_subsystem_not_yet_initialised_is_not_the_gpu(tmp_path: Path) -> None:
+    # only CUDA's error 802 wording names the GPU; the phrase alone is any subsystem's
+    log = tmp_path / "job.log"
+    log.write_text(NOISE + "RuntimeError: logging system not yet initialized\n", encoding="utf-8")
+    causes = to_json(diagnose([log]))["causes"]
+    assert not causes or causes[0]["id"] != "cuda-unavailable"
+
+
 def test_bf16_without_support_is_not_no_gpu(tmp_path: Path) -> None:
     # accelerate's bf16 check fails on old GPUs as well as without one: not this rule's
     log = tmp_path / "job.log"
