@@ -337,3 +337,16 @@ def test_a_lightning_excerpt_with_no_device_names_the_fix_for_no_gpu(tmp_path: P
     root = to_json(diagnose([log]))["causes"][0]
     assert root["id"] == "cuda-unavailable"
     assert any("--device cpu" in step for step in root["fix"])
+
+
+def test_libibverbs_probing_its_providers_names_no_library_mismatch(tmp_path: Path) -> None:
+    # rdma-core's provider probe (libibverbs dynamic_driver.c) at NCCL start-up is not the
+    # cause of the collective timeout that follows
+    log = tmp_path / "job.log"
+    log.write_text(
+        "libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so': libmlx5-rdmav34.so: "
+        "cannot open shared object file: No such file or directory\n" + NOISE
+        + "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600123 milliseconds before timing out.\n", encoding="utf-8")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "collective-timeout"
