@@ -126,6 +126,9 @@ CASES = [
     ("cuda-unavailable", "medium",
      "RuntimeError: TPU initialization failed: open(/dev/accel0): Device or resource busy: Device "
      "or resource busy; Couldn't open device: /dev/accel0"),
+    # Intel Gaudi synapse_helpers (habana_frameworks): no free HPU module
+    ("cuda-unavailable", "medium",
+     "RuntimeError: synStatus=8 [Device not found] Device acquire failed."),
     # jax/_src/xla_bridge.py warning (the job goes on, on the CPU): weak
     ("cuda-unavailable", "low",
      "WARNING:jax._src.xla_bridge:An NVIDIA GPU may be present on this machine, but a "
