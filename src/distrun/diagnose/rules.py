@@ -41,6 +41,10 @@ BENIGN_PATTERNS = (
     # NCCL/RCCL misc/ibvwrap.cc probing libibverbs on a host without InfiniBand: "NCCL WARN
     # Failed to open libibverbs.so[.1]", then "NET/Socket : Using ..." (the socket transport)
     "ibvwrap\\.cc:[0-9]+ NCCL WARN Failed to open libibverbs",
+    # rdma-core libibverbs (dynamic_driver.c) probing every provider it knows at start-up:
+    # "libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so': libmlx5-rdmav34.so:
+    # cannot open shared object file"; the providers present still work
+    "ibverbs: [Ww]arning: couldn't load driver",
     # TensorFlow's dso_loader probing the CUDA libraries at import (transformers imports it
     # in torch jobs too); TF says "Ignore above cudart dlerror if you do not have a GPU set
     # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU
