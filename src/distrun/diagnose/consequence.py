@@ -110,14 +110,13 @@ def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
     """
     calls: dict[tuple[str, str], dict[object, tuple[tuple[str, ...], Hit]]] = {}
     for hit in dumps:
-        found = _DUMP.search(hit.text)
-        if found is None:
-            continue
-        host, pid, op, op_count, count, dtype, redop, root, nranks = found.groups()
-        who: object = (host, pid) if pid else hit.rank
-        if who is not None:
-            calls.setdefault((nranks, op_count), {}).setdefault(
-                who, ((op, count, dtype, redop, root), hit))
+        # A paste that lost its newlines (or lines a terminal rejoined) holds several.
+        for found in _DUMP.finditer(hit.text):
+            host, pid, op, op_count, count, dtype, redop, root, nranks = found.groups()
+            who: object = (host, pid) if pid else hit.rank
+            if who is not None:
+                calls.setdefault((nranks, op_count), {}).setdefault(
+                    who, ((op, count, dtype, redop, root), hit))
     for by_process in calls.values():
         odd = _unusual({who: call for who, (call, _) in by_process.items()})
         if odd:
