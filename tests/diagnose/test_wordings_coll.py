@@ -1,0 +1,239 @@
+"""Wordings of the collective, teardown and launcher rules, from the code that prints them.
+
+Each log is short and built around the real message; the comment names where the
+message comes from. Assertions are what the user sees: the rule, how sure, the rank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distrun.diagnose import diagnose
+
+# (log text, rule id, confidence, rank or None)
+CASES = {
+    # torch c10d ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG=DETAIL), torch 2.x
+    "detail-fingerprint": (
+        "[rank1]: Traceback (most recent call last):\n"
+        "[rank1]:   File \"train.py\", line 40, in <module>\n"
+        "[rank1]:     dist.all_reduce(t)\n"
+        "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[4], "
+        "TensorDtypes=Float), but Rank 0 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[3], TensorDtypes=Float).\n",
+        "collective-mismatch", "high", 1),
+    # gloo transport/tcp/pair.cc as bundled with torch 2.13 (reworded assert)
+    "gloo-received-size": (
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:538] Received data "
+        "size doesn't match expected size. Is there a distributed collective mismatch in your code?\n",
+        "collective-mismatch", "high", 0),
+    # torch/distributed/flight_recorder/components/builder.py (fr_trace analyser)
+    "flight-recorder-cap": (
+        "Collective sequence number: 12 has errors\n"
+        "Too many mismatches for process_group 0: default_pg aborting\n",
+        "collective-mismatch", "high", None),
+    # torch/distributed/flight_recorder/components/types.py, all_gather size check
+    "flight-recorder-numel": (
+        "Found input numel '4096 * pg size 8' does not match output numel '30720'\n",
+        "collective-mismatch", "high", None),
+    # horovod/common/controller.cc (newer wording)
+    "horovod-allgather": (
+        "tensorflow.python.framework.errors_impl.FailedPreconditionError: "
+        "Mismatched allgather tensor shapes: rank 2 vs 3\n",
+        "collective-mismatch", "high", None),
+    # horovod/common/stall_inspector.cc: a stall only suggests a mismatch
+    "horovod-stall": (
+        "[2021-02-02 21:19:07: W horovod/common/stall_inspector.cc:105] One or more tensors were "
+        "submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for "
+        "remainder of ranks for more than 60 seconds. This may indicate that different ranks are "
+        "trying to submit different tensors or that only subset of ranks is submitting tensors, "
+        "which will cause deadlock.\n",
+        "collective-mismatch", "low", None),
+    # NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL per-collective lines (NCCL 2.x), pasted
+    # from several per-rank files onto lines a terminal rejoined: one process's first
+    # broadcast differs in count and datatype.
+    "nccl-coll-lines-joined": (
+        " ".join(
+            f"LOG.{r}.txt:node1:{100 + r}:{100 + r} [{r}] NCCL INFO Broadcast: opCount 0 "
+            f"sendbuff 0x7f0 recvbuff 0x7f0 count {25503912 if r == 0 else 53} datatype "
+            f"{6 if r == 0 else 4} op 0 root 0 comm 0x7f1 [nranks=4] stream 0x55"
+            for r in range(4)) + "\n",
+        "collective-mismatch", "medium", None),
+    # gloo transport/tcp/pair.cc (torch 2.13 bundle): the timeout closes the pair
+    "gloo-pair-timeout": (
+        "[rank2]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+        "Application timeout caused pair closure\n",
+        "collective-timeout", "medium", 2),
+    # ProcessGroupNCCL.cpp (torch >= 2.5), also ProcessGroupCNCL / ProcessGroupECCL
+    "global-timeout": (
+        "[rank3]:[E1107 10:00:01 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) "
+        "Rank 3] Received a global timeout from another rank and will start to dump the debug "
+        "info. Last enqueued NCCL work: 57, last completed NCCL work: 56.\n",
+        "collective-timeout", "medium", 3),
+    # ProcessGroupNCCL.cpp (torch 2.1-2.3)
+    "timeout-at-work": (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 2] Timeout at NCCL work: 57, last enqueued NCCL "
+        "work: 57, last completed NCCL work: 56.\n",
+        "collective-timeout", "medium", 2),
+    # torch/distributed/flight_recorder/components/utils.py: a missing rank
+    "flight-recorder-missing": (
+        "Not all ranks joining collective, sequence number: 12\n",
+        "collective-timeout", "medium", None),
+    # ProcessGroupNCCL heartbeat monitor (torch 2.3+): the watchdog thread itself hung,
+    # most often at exit while the interpreter tears down; alone it is only a hint.
+    "heartbeat-watchdog-hang": (
+        "[rank2]:[F205 18:19:06 ProcessGroupNCCL.cpp:1614] [PG ID 17 PG GUID 137 Rank 2] "
+        "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL "
+        "watchdog hang.\n"
+        "W0205 18:19:08.782000 4021 torch/distributed/elastic/multiprocessing/api.py:900] "
+        "Sending process 4086 closing signal SIGTERM\n",
+        "exit-time-abort", "low", 2),
+    # CUDA driver API CUDA_ERROR_DEINITIALIZED (4): "the CUDA driver is in the process of
+    # shutting down"; capped at medium by the rule
+    "cuda-deinitialized": (
+        "training finished\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  CUDA error: CUDA_ERROR_DEINITIALIZED\n",
+        "exit-time-abort", "medium", None),
+    # Kubernetes graceful node shutdown (kubelet nodeshutdown manager)
+    "k8s-node-shutdown": (
+        "Status: Failed\nReason: Terminated\n"
+        "Message: Pod was terminated in response to imminent node shutdown.\n",
+        "stopped-externally", "high", None),
+    # Kubernetes Job controller, reason DeadlineExceeded (activeDeadlineSeconds)
+    "k8s-deadline": (
+        "Warning  DeadlineExceeded  job-controller  Job was active longer than specified "
+        "deadline\n",
+        "stopped-externally", "high", None),
+    # torch/distributed/elastic/multiprocessing/api.py SignalException, Ctrl-C (SIGINT)
+    "elastic-sigint": (
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4021 got "
+        "signal: 2\n",
+        "stopped-externally", "high", None),
+    # Kubernetes kubelet eviction (pod status)
+    "k8s-evicted": (
+        "Status:  Failed\nReason:  Evicted\n"
+        "Message: The node was low on resource: ephemeral-storage.\n",
+        "stopped-externally", "low", None),
+    # c10d TCPStore (torch 2.x Utils.hpp)
+    "tcpstore-send-0": (
+        "[rank1]: torch.distributed.DistNetworkError: Failed to send, sent 0 bytes. Connection "
+        "was likely closed. Did the remote server shutdown or crash?\n",
+        "peer-connection-closed", "medium", 1),
+    # UCX ucs_status_string(UCS_ERR_CONNECTION_RESET)
+    "ucx-reset": (
+        "[1700000000.1 ] ucp_worker.c:1783 UCX  ERROR ep 0x7f: error 'Connection reset by "
+        "remote peer' will not be handled\n",
+        "peer-connection-closed", "medium", None),
+    # gloo transport/tcp/pair.cc (torch 2.13 bundle): the hint it appends to a read error
+    "gloo-remote-crash": (
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Read error "
+        "[10.0.0.2]:48213. This is typically caused by a remote worker crashing. Check the "
+        "logs of the remote worker before reporting an error.\n",
+        "peer-connection-closed", "medium", 0),
+    # horovod/common/operations.cc SHUT_DOWN_ERROR
+    "horovod-shut-down": (
+        "horovod.common.exceptions.HorovodInternalError: Horovod has been shut down. This was "
+        "caused by an exception on one of the ranks or an attempt to allreduce, allgather or "
+        "broadcast a tensor after one of the ranks finished execution.\n",
+        "peer-connection-closed", "medium", None),
+}
+
+
+def _verdict(tmp_path: Path, text: str) -> tuple[str | None, str | None, int | None]:
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    result = diagnose([log])
+    if not result.causes:
+        return None, None, result.unrecognised[0].rank if result.unrecognised else None
+    return result.causes[0].rule.id, result.confidence, result.causes[0].rank
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_wording(tmp_path: Path, name: str) -> None:
+    text, rule, confidence, rank = CASES[name]
+    assert _verdict(tmp_path, text) == (rule, confidence, rank)
+
+
+@pytest.mark.parametrize(("text", "not_rule"), [
+    # a checkpoint whose shapes differ is not a collective of different shapes
+    ("RuntimeError: Error(s) in loading state_dict for Net:\n\tsize mismatch for fc.weight: "
+     "copying a param with shape torch.Size([10, 4]) from checkpoint, the shape in current "
+     "model is torch.Size([10, 3]).\n", "collective-mismatch"),
+    # the rendezvous store timing out is not a collective timeout (torch c10d socket.cpp)
+    ("torch.distributed.DistNetworkError: The client socket has timed out after 900s while "
+     "trying to connect to (10.0.0.1, 29500).\n", "collective-timeout"),
+    # a SIGKILL is how the OOM killer stops a process, not a stop from outside
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got signal: 9\n",
+     "stopped-externally"),
+    # a crash during training is not an abort at exit
+    ("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call "
+     "first):\n  File \"train.py\", line 12 in step\n", "exit-time-abort"),
+    # an InfiniBand completion error is the network, not a peer that went away (NCCL net_ib.cc)
+    ("node1:100:200 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<53280> with error "
+     "12, opcode 0, len 0, vendor err 129\n", "peer-connection-closed"),
+])
+def test_neighbour_not_taken(tmp_path: Path, text: str, not_rule: str) -> None:
+    assert _verdict(tmp_path, text)[0] != not_rule
+
+
+def test_heartbeat_hang_after_stuck_watchdog_is_a_timeout(tmp_path: Path) -> None:
+    # ProcessGroupNCCL.cpp (torch 2.3+) prints "watchdog got stuck" before terminating:
+    # then the weak exit-time wording only describes the teardown.
+    text = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed out! "
+        "Process will be terminated after dumping debug info.\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:1153] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got "
+        "stuck for 480 seconds without making progress in monitoring enqueued collectives.\n"
+        "[rank0]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 0] Terminating the process after "
+        "attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.\n")
+    assert _verdict(tmp_path, text) == ("collective-timeout", "medium", 0)
+
+
+def test_cause_after_consequence_wins(tmp_path: Path) -> None:
+    # The timeout on rank 0 comes first in the file; rank 1's gloo mismatch explains it.
+    text = (
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+        "Application timeout caused pair closure\n"
+        "[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:538] Received "
+        "data size doesn't match expected size. Is there a distributed collective mismatch in "
+        "your code?\n")
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    result = diagnose([log])
+    assert (result.causes[0].rule.id, result.causes[0].rank) == ("collective-mismatch", 1)
+    assert [(c.rule_id, c.rank) for c in result.causes[0].consequences] == [
+        ("collective-timeout", 0)]
+
+
+def test_summary_rank_names_the_unknown_error(tmp_path: Path) -> None:
+    # torch 1.13 torchelastic: an error no rule knows, then the launcher's failure line
+    # naming local_rank 0: no known cause, and the unknown error is rank 0's.
+    text = (
+        "Exception: expected value at line 1 column 1\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+        "(pid: 24024) of binary: /opt/conda/bin/python\n")
+    assert _verdict(tmp_path, text) == (None, None, 0)
+
+
+def test_summary_only_names_the_root_cause_rank(tmp_path: Path) -> None:
+    # torch 2.x torchelastic ChildFailedError summary: other failures first, root cause last.
+    text = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n"
+        "[1]:\n  time      : 2024-05-01_10:00:05\n  host      : gpu-a\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : -15 (pid: 101)\n"
+        "  error_file: <N/A>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n  time      : 2024-05-01_10:00:04\n  host      : gpu-a\n"
+        "  rank      : 3 (local_rank: 3)\n  exitcode  : -6 (pid: 103)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 6 (SIGABRT) received by PID 103\n"
+        "============================================================\n")
+    assert _verdict(tmp_path, text) == ("elastic-summary-no-root-cause", "medium", 3)
