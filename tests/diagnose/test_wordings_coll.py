@@ -139,6 +139,21 @@ CASES = {
         "caused by an exception on one of the ranks or an attempt to allreduce, allgather or "
         "broadcast a tensor after one of the ranks finished execution.\n",
         "peer-connection-closed", "medium", None),
+    # distrun's own hang watcher (monitor/hangdetect.py announce, cli/launch.py summary)
+    "distrun-hang-idle": (
+        "distrun: HANG (kind 1, idle): rank 2 has not entered collective #57 (allreduce [[4]], "
+        "process group 0) that ranks 0, 1, 3 wait in for 12 s\n"
+        "distrun: stopping the job: no progress for 300 s (--stall-timeout 300)\n"
+        "distrun: job stopped after a stall (exit status 1): rank 2 stalled; run directory: "
+        "runs/x\n",
+        "distrun-stall", "high", None),
+    # a kind-3 hang is distrun's own proof that the ranks entered different collectives
+    "distrun-hang-mismatch": (
+        "distrun: HANG (kind 3, mismatch): collective mismatch at collective #57 (allreduce "
+        "[[4]], process group 0): rank 1: allreduce [[3]]: rank 1 entered a different op or "
+        "shape than the others; it can never complete\n"
+        "distrun: stopping the job: waiting cannot succeed\n",
+        "collective-mismatch", "high", None),
 }
 
 
