@@ -139,6 +139,41 @@ CASES = {
         "caused by an exception on one of the ranks or an attempt to allreduce, allgather or "
         "broadcast a tensor after one of the ranks finished execution.\n",
         "peer-connection-closed", "medium", None),
+    # torch/distributed/fsdp/_exec_order_utils.py (TORCH_DISTRIBUTED_DEBUG=DETAIL)
+    "fsdp-forward-order": (
+        "[rank1]: RuntimeError: Forward order differs across ranks: rank 0 is all-gathering 1 "
+        "parameters while rank 1 is all-gathering 2 parameters\n",
+        "collective-mismatch", "high", 1),
+    # torch/distributed/tensor/_collective_utils.py (DTensor.from_local run_check)
+    "dtensor-metadata": (
+        "[rank0]: ValueError: Inconsistent tensor metadata (including shape and stride) across "
+        "ranks.\n",
+        "collective-mismatch", "high", 0),
+    # torch/distributed/_shard/sharded_tensor/utils.py
+    "sharded-tensor-property": (
+        "ValueError: ShardedTensor dtype property does not match from different ranks! Found "
+        "dtype=torch.float32 on rank:0, and dtype=torch.float16 on rank:1.\n",
+        "collective-mismatch", "high", None),
+    # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout, the C++ frame line of the timeout
+    "check-timeout-frame": (
+        "[rank3]: Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:565 (most recent call first):\n",
+        "collective-timeout", "medium", 3),
+    # torch CudaIPCTypes.cpp: a producer exiting while consumers hold its CUDA tensors
+    "cuda-ipc-producer-exit": (
+        "[W CudaIPCTypes.cpp:16] Producer process has been terminated before all shared CUDA "
+        "tensors released. See Note [Sharing CUDA tensors]\n",
+        "exit-time-abort", "low", None),
+    # lightning_fabric/strategies/launchers/subprocess_script.py (_ChildProcessObserver),
+    # Lightning 2.x: the prefix names the failed child's rank
+    "lightning-child-observer": (
+        "[rank: 2] Child process with PID 13117 terminated with code -6. Forcefully terminating "
+        "all other processes to avoid zombies \U0001f9df\n",
+        "elastic-summary-no-root-cause", "medium", 2),
+    # Slurm srun when the step is terminated from outside
+    "srun-force-terminated": (
+        "srun: Force Terminated StepId=123456.0\n",
+        "stopped-externally", "low", None),
     # distrun's own hang watcher (monitor/hangdetect.py announce, cli/launch.py summary)
     "distrun-hang-idle": (
         "distrun: HANG (kind 1, idle): rank 2 has not entered collective #57 (allreduce [[4]], "
@@ -252,3 +287,36 @@ def test_summary_only_names_the_root_cause_rank(tmp_path: Path) -> None:
         "  traceback : Signal 6 (SIGABRT) received by PID 103\n"
         "============================================================\n")
     assert _verdict(tmp_path, text) == ("elastic-summary-no-root-cause", "medium", 3)
+
+
+def _coll(pid: int, op: str, count: int, comm: str, nranks: int = 2) -> str:
+    # NCCL src/enqueue.cc with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL (NCCL 2.x)
+    return (f"node1:{pid}:{pid} [0] NCCL INFO {op}: opCount 0 sendbuff 0x7f00 recvbuff 0x7f00 "
+            f"count {count} datatype 7 op 0 root 0 comm {comm} [nranks={nranks}] stream 0x56\n")
+
+
+def test_nccl_lines_of_two_groups_of_one_size_are_not_compared(tmp_path: Path) -> None:
+    # Each process is in a tensor-parallel and a data-parallel communicator of two ranks:
+    # their first collectives are unrelated, so differing lines prove nothing.
+    text = "".join(
+        _coll(pid, "AllReduce", 4096, f"0x{pid}a") + _coll(pid, "AllGather", 128, f"0x{pid}b")
+        for pid in (10, 11))
+    text += _coll(12, "AllGather", 128, "0x12b") + _coll(13, "Broadcast", 53, "0x13a")
+    assert _verdict(tmp_path, text)[0] is None
+
+
+def test_nccl_point_to_point_lines_are_not_compared(tmp_path: Path) -> None:
+    # pipeline stages send and receive different tensors at the same opCount
+    text = _coll(10, "Send", 4096, "0x1") + _coll(11, "Recv", 4096, "0x2") \
+        + _coll(12, "Send", 128, "0x3")
+    assert _verdict(tmp_path, text)[0] is None
+
+
+def test_nccl_lines_of_one_group_that_disagree_are_a_mismatch(tmp_path: Path) -> None:
+    text = "".join(_coll(10 + r, "AllReduce", 4096, f"0x{r}", 4) for r in range(3))
+    text += _coll(13, "AllReduce", 2048, "0x3", 4)
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    root = diagnose([log]).causes[0]
+    assert (root.rule.id, root.confidence) == ("collective-mismatch", "medium")
+    assert "node1:13:13" in root.evidence[0].text

@@ -96,7 +96,9 @@ def _unusual(values: Mapping[K, Hashable]) -> list[K]:
 
 
 _DUMP = re.compile(r"(?:([\w.-]+):(\d+):\d+ \[\d+\] )?NCCL INFO (\w+): opCount ([0-9a-f]+) "
-                   r".*?count (\d+) datatype (\d+) op (\d+) root (\d+) .*?\[nranks=(\d+)\]")
+                   r".*?count (\d+) datatype (\d+) op (\d+) root (\d+) (?:comm (\w+) )?"
+                   r".*?\[nranks=(\d+)\]")
+_DUMP_P2P = {"Send", "Recv", "SendRecv"}
 
 
 def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
@@ -106,19 +108,26 @@ def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
     n-th collective (opCount) of communicators of one size must have the same
     operation, element count, datatype, reduction and root on every process; the
     process (host:pid, else rank) whose n-th collective differs from the most common
-    one issued a different collective.
+    one issued a different collective. A size at which one process holds several
+    communicators (tensor- and pipeline-parallel groups of two) is not compared: their
+    n-th collectives are unrelated. Point-to-point lines are never compared.
     """
     calls: dict[tuple[str, str], dict[object, tuple[tuple[str, ...], Hit]]] = {}
+    comms: dict[tuple[object, str], set[str]] = {}
     for hit in dumps:
         # A paste that lost its newlines (or lines a terminal rejoined) holds several.
         for found in _DUMP.finditer(hit.text):
-            host, pid, op, op_count, count, dtype, redop, root, nranks = found.groups()
+            host, pid, op, op_count, count, dtype, redop, root, comm, nranks = found.groups()
             who: object = (host, pid) if pid else hit.rank
-            if who is not None:
-                calls.setdefault((nranks, op_count), {}).setdefault(
-                    who, ((op, count, dtype, redop, root), hit))
-    for by_process in calls.values():
-        odd = _unusual({who: call for who, (call, _) in by_process.items()})
+            if who is None or op in _DUMP_P2P:
+                continue
+            comms.setdefault((who, nranks), set()).add(comm or "")
+            calls.setdefault((nranks, op_count), {}).setdefault(
+                who, ((op, count, dtype, redop, root), hit))
+    shared = {nranks for (_, nranks), seen in comms.items() if len(seen) > 1}
+    for (nranks, _), by_process in calls.items():
+        odd = [] if nranks in shared else _unusual(
+            {who: call for who, (call, _) in by_process.items()})
         if odd:
             culprit = min((by_process[who][1] for who in odd), key=Hit.key)
             return [replace(culprit, rule_id=MISMATCH_RULE, derived=True, strong=True)]
