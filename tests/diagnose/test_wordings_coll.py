@@ -174,6 +174,28 @@ CASES = {
     "srun-force-terminated": (
         "srun: Force Terminated StepId=123456.0\n",
         "stopped-externally", "low", None),
+    # ProcessGroupNCCL.cpp broadcastDumpSignal (torch 2.4+): this rank's watchdog fired
+    "first-pg-dump": (
+        "[rank1]:[E810 03:04:11.063 ProcessGroupNCCL.cpp:2573] [PG ID 0 PG GUID 0(default_pg) "
+        "Rank 1] First PG on this rank to signal dumping.\n",
+        "collective-timeout", "medium", 1),
+    # c10d Utils.hpp (torch 2.x TCPStore client)
+    "tcpstore-send-bytes": (
+        "[rank2]: torch.distributed.DistNetworkError: sendBytes failed on SocketImpl(fd=42, "
+        "addr=[node2]:51200, remote=[node1]:29500): Connection timed out\n",
+        "peer-connection-closed", "medium", 2),
+    # torch 1.9 torchelastic summary: Root Cause first, the old "key: value" layout
+    "elastic-summary-1.9": (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "***************************************\n"
+        "            train.py FAILED\n"
+        "=======================================\n"
+        "Root Cause:\n[0]:\n  time: 2021-09-10_10:10:10\n  rank: 1 (local_rank: 1)\n"
+        "  exitcode: 1 (pid: 123)\n  error_file: <N/A>\n"
+        "  msg: \"Process failed with exitcode 1\"\n"
+        "=======================================\n"
+        "Other Failures:\n  <NO_OTHER_FAILURES>\n",
+        "elastic-summary-no-root-cause", "medium", 1),
     # distrun's own hang watcher (monitor/hangdetect.py announce, cli/launch.py summary)
     "distrun-hang-idle": (
         "distrun: HANG (kind 1, idle): rank 2 has not entered collective #57 (allreduce [[4]], "
