@@ -342,3 +342,27 @@ def test_nccl_lines_of_one_group_that_disagree_are_a_mismatch(tmp_path: Path) ->
     root = diagnose([log]).causes[0]
     assert (root.rule.id, root.confidence) == ("collective-mismatch", "medium")
     assert "node1:13:13" in root.evidence[0].text
+
+
+def test_only_weak_consequences_stay_low(tmp_path: Path) -> None:
+    # c10d TCPStore wait (torch 2.x): "wait timeout" is shared by store waits of every
+    # kind, so alone it is a low-confidence hint, never raised to medium.
+    text = ("torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: "
+            "/default_pg/0//cuda//0\n")
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    root = diagnose([log]).causes[0]
+    assert (root.rule.id, root.confidence) == ("collective-timeout", "low")
+    assert root.note.startswith("only consequences in these logs")
+
+
+def test_only_consequences_point_at_the_rank_that_did_not_time_out(tmp_path: Path) -> None:
+    # ProcessGroupNCCL.cpp (torch 2.2+) on ranks 0, 1 and 3; rank 2 never reports
+    line = ("[rank{r}]:[E ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1024, "
+            "NumelOut=1024, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n")
+    log = tmp_path / "job.log"
+    log.write_text("".join(line.format(r=r) for r in (0, 1, 3)))
+    root = diagnose([log]).causes[0]
+    assert (root.rule.id, root.confidence) == ("collective-timeout", "medium")
+    assert "the logs of the ranks other than 0, 1, 3" in root.note

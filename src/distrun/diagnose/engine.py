@@ -250,7 +250,9 @@ def decide(
         named = _summary_rank(secondary, rules)
         rank = named if causes[0].rule.category == "launcher" and named is not None \
             else causes[0].rank
-        causes = (replace(causes[0], confidence="medium", note=note, rank=rank), *causes[1:])
+        # Consequences name no cause: medium at most, low when only weak wordings matched.
+        level = max(causes[0].confidence, "medium", key=CONFIDENCES.index)
+        causes = (replace(causes[0], confidence=level, note=note, rank=rank), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
     unknown = tuple(generic[:MAX_UNRECOGNISED])
     named = _summary_rank(secondary, rules)
