@@ -196,6 +196,20 @@ CASES = {
         "=======================================\n"
         "Other Failures:\n  <NO_OTHER_FAILURES>\n",
         "elastic-summary-no-root-cause", "medium", 1),
+    # MPICH errnames.txt (**truncate): an MPI collective whose ranks passed different counts
+    "mpich-truncated": (
+        "Abort(469312910) on node 0 (rank 0 in comm 0): Fatal error in internal_Allreduce_c: "
+        "Message truncated, error stack:\n"
+        "MPIDIG_recv_type_init(74): Message from rank 1 and tag 14 truncated; 4 bytes received "
+        "but buffer size is 8\n",
+        "collective-mismatch", "high", None),
+    # NCCL src/transport/net_socket.cc (2.19+)
+    "nccl-socket-truncated": (
+        "node1:100:200 [0] NCCL WARN NET/Socket : peer 10.0.0.2<40312> message truncated : "
+        "receiving 262144 bytes instead of 65536. If you believe your socket network is in a "
+        "healthy state, there may be a mismatch in collective sizes or environment settings "
+        "(e.g. NCCL_PROTO, NCCL_ALGO) between ranks\n",
+        "collective-mismatch", "high", None),
     # distrun's own hang watcher (monitor/hangdetect.py announce, cli/launch.py summary)
     "distrun-hang-idle": (
         "distrun: HANG (kind 1, idle): rank 2 has not entered collective #57 (allreduce [[4]], "
