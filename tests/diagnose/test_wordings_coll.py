@@ -380,3 +380,24 @@ def test_only_consequences_point_at_the_rank_that_did_not_time_out(tmp_path: Pat
     root = diagnose([log]).causes[0]
     assert (root.rule.id, root.confidence) == ("collective-timeout", "medium")
     assert "the logs of the ranks other than 0, 1, 3" in root.note
+
+
+def test_summary_flattened_onto_one_line_still_names_the_root_cause_rank(tmp_path: Path) -> None:
+    # torch 2.x ChildFailedError summary pasted without its newlines: the other failure
+    # (rank 0) comes first, the Root Cause block (rank 1) last; rank 0's prefix before it
+    # carries over to every piece of the flattened line.
+    text = " ".join([
+        "[rank0]: Traceback (most recent call last):",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "============================================================", "train.py FAILED",
+        "------------------------------------------------------------", "Failures:",
+        "[1]:", "time      : 2026-11-22_05:34:16", "host      : localhost",
+        "rank      : 0 (local_rank: 0)", "exitcode  : 1 (pid: 12633)", "error_file: <N/A>",
+        "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):", "[0]:", "time      : 2026-11-22_05:34:16",
+        "host      : localhost", "rank      : 1 (local_rank: 1)", "exitcode  : 1 (pid: 12634)",
+        "error_file: <N/A>",
+        "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================"]) + "\n"
+    assert _verdict(tmp_path, text) == ("elastic-summary-no-root-cause", "medium", 1)

@@ -33,6 +33,8 @@ _PG = re.compile(r"\[PG (?:ID )?(\d+)")
 # Point-to-point work: pipeline stages legitimately wait in different sends and receives.
 _P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
 _ROOT_CAUSE = "Root Cause (first observed failure)"
+_ROOT_BLOCK_LINES = 10  # the Root Cause block: "[0]:", time, host, rank, exitcode, ...
+_SUMMARY_RANK = re.compile(r"rank *: *(\d+) *\(local_rank")
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
                       r"|waiting for send/recv from rank (\d+)")
 
@@ -177,11 +179,37 @@ def first_failure_rank(summary: list[Hit]) -> int | None:
     else the first rank any summary line names (older torch put ``Root Cause:``
     first, Open MPI and srun name one rank per line in order).
     """
-    roots = [(h.file, h.line) for h in summary if _ROOT_CAUSE in h.text]
+    roots = [(h.file, h.line, h.seq) for h in summary if _ROOT_CAUSE in h.text]
+    named = _rank_after_root_cause(summary)
+    if named is not None:
+        return named
     ranked = [h for h in summary if h.rank is not None]
-    after = [h for h in ranked if any(h.file == f and h.line > line for f, line in roots)]
+    # (line, seq): the pieces of one pasted line share its number and keep their order
+    after = [h for h in ranked
+             if any(h.file == f and (h.line, h.seq) > (line, seq) for f, line, seq in roots)]
     chosen = after or ranked
     return chosen[0].rank if chosen else None
+
+
+def _rank_after_root_cause(summary: list[Hit]) -> int | None:
+    """The ``rank : N (local_rank: M)`` written after the Root Cause heading, read from
+    the text itself: in a paste flattened onto one line every piece has the same line
+    number, and the pieces' own ranks come from whichever block came last."""
+    ordered = sorted(summary, key=lambda h: (h.file, h.line, h.seq))
+    for index, hit in enumerate(ordered):
+        start = hit.text.find(_ROOT_CAUSE)
+        if start < 0:
+            continue
+        for later in ordered[index:]:
+            if later.file != hit.file or later.line - hit.line > _ROOT_BLOCK_LINES:
+                break
+            text = later.text[start + len(_ROOT_CAUSE):] if later is hit else later.text
+            found = _SUMMARY_RANK.search(text)
+            if found is not None:
+                return int(found.group(1))
+            if later is not hit and _ROOT_CAUSE in later.text:
+                break
+    return None
 
 
 def _silent_ranks(secondary: list[Hit], info: RunInfo) -> list[int]:
