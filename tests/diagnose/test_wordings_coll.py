@@ -210,6 +210,16 @@ CASES = {
         "healthy state, there may be a mismatch in collective sizes or environment settings "
         "(e.g. NCCL_PROTO, NCCL_ALGO) between ranks\n",
         "collective-mismatch", "high", None),
+    # ProcessGroupECCL (Enflame GCU, torch_gcu), a port of ProcessGroupNCCL's watchdog
+    "eccl-some-failed": (
+        "[rank1]:[E ProcessGroupECCL.cpp:240] [Rank 1] Some ECCL operations have failed or "
+        "timed out. Due to the asynchronous nature of GCU kernels, subsequent GCU operations "
+        "might run on corrupted/incomplete data.\n",
+        "collective-timeout", "medium", 1),
+    # ProcessGroupMCCL (Moore Threads MUSA, torch_musa) NCCLUtils port
+    "mccl-aborted": (
+        "RuntimeError: MCCL communicator was aborted on rank 3.\n",
+        "collective-timeout", "medium", 3),
     # distrun's own hang watcher (monitor/hangdetect.py announce, cli/launch.py summary)
     "distrun-hang-idle": (
         "distrun: HANG (kind 1, idle): rank 2 has not entered collective #57 (allreduce [[4]], "
