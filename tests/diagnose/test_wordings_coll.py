@@ -411,3 +411,16 @@ def test_summary_flattened_onto_one_line_still_names_the_root_cause_rank(tmp_pat
         "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
         "============================================================"]) + "\n"
     assert _verdict(tmp_path, text) == ("elastic-summary-no-root-cause", "medium", 1)
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "mpiexec", "prterun"])
+def test_open_mpi_names_the_first_process_to_fail(tmp_path: Path, launcher: str) -> None:
+    # Open MPI (orte/prrte help-errmgr-base): the rank after the job id is the first failure
+    name = "[prterun-node1-147515@1,2]" if launcher == "prterun" else "[[2403,1],2]"
+    text = (
+        "--------------------------------------------------------------------------\n"
+        f"{launcher} detected that one or more processes exited with non-zero status, thus "
+        "causing\nthe job to be terminated. The first process to do so was:\n\n"
+        f"  Process name: {name}\n  Exit code:    3\n"
+        "--------------------------------------------------------------------------\n")
+    assert _verdict(tmp_path, text) == ("elastic-summary-no-root-cause", "medium", 2)

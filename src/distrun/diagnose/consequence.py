@@ -33,6 +33,8 @@ _PG = re.compile(r"\[PG (?:ID )?(\d+)")
 # Point-to-point work: pipeline stages legitimately wait in different sends and receives.
 _P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
 _ROOT_CAUSE = "Root Cause (first observed failure)"
+# Open MPI / PRRTE's "The first process to do so was: Process name: [[jobid,1],RANK]"
+_MPI_FIRST = re.compile(r"Process name: \[(?:\[\d+,\d+\]|[\w.-]+@\d+),(\d+)\]")
 _ROOT_BLOCK_LINES = 10  # the Root Cause block: "[0]:", time, host, rank, exitcode, ...
 _SUMMARY_RANK = re.compile(r"rank *: *(\d+) *\(local_rank")
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
@@ -176,11 +178,15 @@ def first_failure_rank(summary: list[Hit]) -> int | None:
 
     torchelastic lists the other failures first and the root cause last, under
     ``Root Cause (first observed failure):``; the rank named after that line wins,
-    else the first rank any summary line names (older torch put ``Root Cause:``
-    first, Open MPI and srun name one rank per line in order).
+    else the process Open MPI names as the first to exit non-zero, else the first rank
+    any summary line names (older torch put ``Root Cause:`` first, srun names one rank
+    per line in order).
     """
     roots = [(h.file, h.line, h.seq) for h in summary if _ROOT_CAUSE in h.text]
     named = _rank_after_root_cause(summary)
+    if named is None:
+        named = next((int(m.group(1)) for h in summary if (m := _MPI_FIRST.search(h.text))),
+                     None)
     if named is not None:
         return named
     ranked = [h for h in summary if h.rank is not None]
