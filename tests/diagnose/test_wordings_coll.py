@@ -424,3 +424,19 @@ def test_open_mpi_names_the_first_process_to_fail(tmp_path: Path, launcher: str)
         f"  Process name: {name}\n  Exit code:    3\n"
         "--------------------------------------------------------------------------\n")
     assert _verdict(tmp_path, text) == ("elastic-summary-no-root-cause", "medium", 2)
+
+
+def test_nccl_lines_that_disagree_beat_the_timeout_that_follows(tmp_path: Path) -> None:
+    # NCCL's COLL lines show process 13 broadcasting where the others all-reduce; the
+    # watchdog timeouts (ProcessGroupNCCL.cpp, torch 2.2+) that follow are its result.
+    text = "".join(_coll(10 + r, "AllReduce", 4096, f"0x{r}", 4) for r in range(3))
+    text += _coll(13, "Broadcast", 53, "0x3", 4)
+    text += "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, "
+        "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n" for r in range(3))
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    root = diagnose([log]).causes[0]
+    assert (root.rule.id, root.confidence) == ("collective-mismatch", "medium")
+    assert {c.rule_id for c in root.consequences} == {"collective-timeout"}
