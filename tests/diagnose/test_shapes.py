@@ -177,8 +177,6 @@ SHAPES = (
 BY_NAME = {s.name: s for s in SHAPES}
 
 # (shape, case): why the verdict may move. Few, each with a reason a reader would accept.
-_SUMMARY_ORDER = ("torchelastic's summary names the first failure by line order (the Root Cause "
-                  "block comes last), which a one-line paste erases")
 _TASK_NAMED = ("rejoined, the barrier's message names timed-out task 1: a rank where the "
                "separate lines gave none (the label names no rank)")
 _ONE_WRAP = ("one pasted line wrapped in two: no width to tell a wrap by; the cause is still "
@@ -190,8 +188,6 @@ _BARE_KILLED = ("bash's bare 'Killed' line is a signature only as a line of its 
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("flat-space", "memory/g-lambdalabs-sd-summoning-checkpoint-killed.log"): _BARE_KILLED,
     ("flat-space", "memory/g-gpt2-finetune-training-killed-cpu-oom.log"): _BARE_KILLED,
-    ("flat-space", "code/provoked-allreduce-shape-mismatch.log"): _SUMMARY_ORDER,
-    ("flat-literal-n", "code/provoked-allreduce-shape-mismatch.log"): _SUMMARY_ORDER,
     ("flat-space", "collective/b-dup-gpu-atmorep-srun-label.log"):
         "srun's '3: ' label in the middle of a joined line cannot be told from text",
     ("flat-space", "jax/register-barrier-timeout.log"): _TASK_NAMED,

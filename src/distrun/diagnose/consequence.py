@@ -33,6 +33,10 @@ _PG = re.compile(r"\[PG (?:ID )?(\d+)")
 # Point-to-point work: pipeline stages legitimately wait in different sends and receives.
 _P2P = {"SEND", "RECV", "_SEND", "_RECV", "RECVANYSOURCE"}
 _ROOT_CAUSE = "Root Cause (first observed failure)"
+# Open MPI / PRRTE's "The first process to do so was: Process name: [[jobid,1],RANK]"
+_MPI_FIRST = re.compile(r"Process name: \[(?:\[\d+,\d+\]|[\w.-]+@\d+),(\d+)\]")
+_ROOT_BLOCK_LINES = 10  # the Root Cause block: "[0]:", time, host, rank, exitcode, ...
+_SUMMARY_RANK = re.compile(r"rank *: *(\d+) *\(local_rank")
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
                       r"|waiting for send/recv from rank (\d+)")
 
@@ -96,7 +100,9 @@ def _unusual(values: Mapping[K, Hashable]) -> list[K]:
 
 
 _DUMP = re.compile(r"(?:([\w.-]+):(\d+):\d+ \[\d+\] )?NCCL INFO (\w+): opCount ([0-9a-f]+) "
-                   r".*?count (\d+) datatype (\d+) op (\d+) root (\d+) .*?\[nranks=(\d+)\]")
+                   r".*?count (\d+) datatype (\d+) op (\d+) root (\d+) (?:comm (\w+) )?"
+                   r".*?\[nranks=(\d+)\]")
+_DUMP_P2P = {"Send", "Recv", "SendRecv"}
 
 
 def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
@@ -106,20 +112,26 @@ def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
     n-th collective (opCount) of communicators of one size must have the same
     operation, element count, datatype, reduction and root on every process; the
     process (host:pid, else rank) whose n-th collective differs from the most common
-    one issued a different collective.
+    one issued a different collective. A size at which one process holds several
+    communicators (tensor- and pipeline-parallel groups of two) is not compared: their
+    n-th collectives are unrelated. Point-to-point lines are never compared.
     """
     calls: dict[tuple[str, str], dict[object, tuple[tuple[str, ...], Hit]]] = {}
+    comms: dict[tuple[object, str], set[str]] = {}
     for hit in dumps:
-        found = _DUMP.search(hit.text)
-        if found is None:
-            continue
-        host, pid, op, op_count, count, dtype, redop, root, nranks = found.groups()
-        who: object = (host, pid) if pid else hit.rank
-        if who is not None:
+        # A paste that lost its newlines (or lines a terminal rejoined) holds several.
+        for found in _DUMP.finditer(hit.text):
+            host, pid, op, op_count, count, dtype, redop, root, comm, nranks = found.groups()
+            who: object = (host, pid) if pid else hit.rank
+            if who is None or op in _DUMP_P2P:
+                continue
+            comms.setdefault((who, nranks), set()).add(comm or "")
             calls.setdefault((nranks, op_count), {}).setdefault(
                 who, ((op, count, dtype, redop, root), hit))
-    for by_process in calls.values():
-        odd = _unusual({who: call for who, (call, _) in by_process.items()})
+    shared = {nranks for (_, nranks), seen in comms.items() if len(seen) > 1}
+    for (nranks, _), by_process in calls.items():
+        odd = [] if nranks in shared else _unusual(
+            {who: call for who, (call, _) in by_process.items()})
         if odd:
             culprit = min((by_process[who][1] for who in odd), key=Hit.key)
             return [replace(culprit, rule_id=MISMATCH_RULE, derived=True, strong=True)]
@@ -166,14 +178,44 @@ def first_failure_rank(summary: list[Hit]) -> int | None:
 
     torchelastic lists the other failures first and the root cause last, under
     ``Root Cause (first observed failure):``; the rank named after that line wins,
-    else the first rank any summary line names (older torch put ``Root Cause:``
-    first, Open MPI and srun name one rank per line in order).
+    else the process Open MPI names as the first to exit non-zero, else the first rank
+    any summary line names (older torch put ``Root Cause:`` first, srun names one rank
+    per line in order).
     """
-    roots = [(h.file, h.line) for h in summary if _ROOT_CAUSE in h.text]
+    roots = [(h.file, h.line, h.seq) for h in summary if _ROOT_CAUSE in h.text]
+    named = _rank_after_root_cause(summary)
+    if named is None:
+        named = next((int(m.group(1)) for h in summary if (m := _MPI_FIRST.search(h.text))),
+                     None)
+    if named is not None:
+        return named
     ranked = [h for h in summary if h.rank is not None]
-    after = [h for h in ranked if any(h.file == f and h.line > line for f, line in roots)]
+    # (line, seq): the pieces of one pasted line share its number and keep their order
+    after = [h for h in ranked
+             if any(h.file == f and (h.line, h.seq) > (line, seq) for f, line, seq in roots)]
     chosen = after or ranked
     return chosen[0].rank if chosen else None
+
+
+def _rank_after_root_cause(summary: list[Hit]) -> int | None:
+    """The ``rank : N (local_rank: M)`` written after the Root Cause heading, read from
+    the text itself: in a paste flattened onto one line every piece has the same line
+    number, and the pieces' own ranks come from whichever block came last."""
+    ordered = sorted(summary, key=lambda h: (h.file, h.line, h.seq))
+    for index, hit in enumerate(ordered):
+        start = hit.text.find(_ROOT_CAUSE)
+        if start < 0:
+            continue
+        for later in ordered[index:]:
+            if later.file != hit.file or later.line - hit.line > _ROOT_BLOCK_LINES:
+                break
+            text = later.text[start + len(_ROOT_CAUSE):] if later is hit else later.text
+            found = _SUMMARY_RANK.search(text)
+            if found is not None:
+                return int(found.group(1))
+            if later is not hit and _ROOT_CAUSE in later.text:
+                break
+    return None
 
 
 def _silent_ranks(secondary: list[Hit], info: RunInfo) -> list[int]:

@@ -66,6 +66,7 @@ SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
 CONTEXT_LINES = 200  # a frame or job-script line this near an error (either side) is its context
+SUMMARY_BLOCK = 10  # lines of a summary block after its "rank : N (local_rank: M)" line
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
@@ -150,19 +151,14 @@ def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSe
     """
     placed: list[Hit] = []
     kept: dict[tuple[str, int | None], int] = {}
-    context: int | None = None
+    context: tuple[int | None, int] = (None, 0)  # the summary block's rank, and its line
     last_time: float | None = None
     for item in raw:
         last_time = item.time if item.time is not None else last_time
         if item.rule_id == RANK_CONTEXT_ID:
-            context = rank_in_text(item.text)
+            context = (rank_in_text(item.text), item.line)
             continue
-        jax = item.rule_id in rules.ids() and rules.by_id(item.rule_id).category == "jax"
-        rank = item.rank
-        if rank is None:
-            rank = rank_in_text(item.text, jax)
-        if rank is None:
-            rank = file_rank if context is None else context
+        rank = _rank_of(item, context, file_rank, rules)
         seen = kept.get((item.rule_id, rank), 0)
         if seen >= KEEP_PER_RANK or len(kept) >= MAX_KEYS:
             continue
@@ -170,6 +166,23 @@ def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSe
         placed.append(Hit(item.rule_id, rank, item.time or last_time, name, item.line,
                           item.text.strip(), strong=item.strong, node=item.node))
     return placed
+
+
+def _rank_of(item: RawHit, context: tuple[int | None, int], file_rank: int | None,
+             rules: RuleSet) -> int | None:
+    """A hit's rank (see :func:`place`). Inside a torchelastic summary block the block's
+    ``rank : N`` names the failed rank; a prefix on the launcher's own lines (a tee, a
+    label, the rank a flattened paste carried over) names only who printed it."""
+    category = rules.by_id(item.rule_id).category if item.rule_id in rules.ids() else ""
+    block, at = context
+    if category == "launcher" and block is not None and 0 <= item.line - at <= SUMMARY_BLOCK:
+        return block
+    rank = item.rank
+    if rank is None:
+        rank = rank_in_text(item.text, category == "jax")
+    if rank is None:
+        rank = file_rank if block is None else block
+    return rank
 
 
 def _error_file_hits(log: LogFile, matcher: Matcher, info: RunInfo) -> list[Hit]:
@@ -250,7 +263,9 @@ def decide(
         named = _summary_rank(secondary, rules)
         rank = named if causes[0].rule.category == "launcher" and named is not None \
             else causes[0].rank
-        causes = (replace(causes[0], confidence="medium", note=note, rank=rank), *causes[1:])
+        # Consequences name no cause: medium at most, low when only weak wordings matched.
+        level = max(causes[0].confidence, "medium", key=CONFIDENCES.index)
+        causes = (replace(causes[0], confidence=level, note=note, rank=rank), *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
     unknown = tuple(generic[:MAX_UNRECOGNISED])
     named = _summary_rank(secondary, rules)
