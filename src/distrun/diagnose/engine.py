@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from distrun.diagnose import fallback
 from distrun.diagnose.consequence import (
     dump_mismatch_hits,
     first_failure_rank,
@@ -272,22 +271,7 @@ def decide(
     named = _summary_rank(secondary, rules)
     if unknown and unknown[0].rank is None and named is not None:
         unknown = (replace(unknown[0], rank=named), *unknown[1:])
-    guessed = _guessed_cause(hits, rules, unknown) if unknown else None
-    if guessed is not None:  # no rule matched: a learned, low-confidence guess (fallback.py)
-        return Diagnosis((guessed,), unknown, failed_exits, files)
     return Diagnosis((), unknown, failed_exits, files)
-
-
-def _guessed_cause(hits: list[Hit], rules: RuleSet, unknown: tuple[Hit, ...]) -> Cause | None:
-    """The learned guess as a cause: confidence low, the unrecognised lines as evidence."""
-    guessed = fallback.guess(("" if h.rule_id == GENERIC_ERROR_ID else h.rule_id, h.text)
-                             for h in hits)
-    rule = next((r for r in rules.rule if guessed and r.id == guessed.rule_id), None)
-    if rule is None:
-        return None
-    note = f"no rule matched; these lines look like {rule.title} (learned from past cases)"
-    return Cause(rule, unknown[0].rank, unknown[0].node, unknown[:MAX_EVIDENCE],
-                 confidence="low", note=note)
 
 
 def _weak_after_unknown(best: Hit, generic: list[Hit]) -> bool:
