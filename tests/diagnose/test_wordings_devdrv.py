@@ -353,3 +353,14 @@ def test_libibverbs_probing_its_providers_names_no_library_mismatch(tmp_path: Pa
         "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
         "Timeout(ms)=600000) ran for 600123 milliseconds before timing out.\n", encoding="utf-8")
     assert to_json(diagnose([log]))["causes"][0]["id"] == "collective-timeout"
+
+
+def test_an_hccl_watchdog_timeout_is_a_consequence_not_an_ascend_cause(tmp_path: Path) -> None:
+    # torch_npu's ProcessGroupHCCL watchdog (its c10 log prefix names the source file): a timeout
+    # is what the other ranks see, so it must not be taken as an Ascend device/HCCL cause.
+    rule, confidence, rank = verdict(tmp_path, (
+        "[rank1]:[E ProcessGroupHCCL.cpp:561] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800123 "
+        "milliseconds before timing out."))
+    assert (rule, rank) == ("collective-timeout", 1)
+    assert confidence != "high"
