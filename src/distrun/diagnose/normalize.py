@@ -79,6 +79,10 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
 _ANY_PREFIX = re.compile("|".join(f"(?:{regex.pattern})" for regex, _, _ in _PREFIXES))
 # Ranks named inside the text, most specific first.
 _IN_TEXT = (
+    # distrun's own HANG line (monitor.hang: "rank 2 has not entered collective #5 ..." /
+    # "ranks 1, 3 have not entered ..." / "...: rank 1 entered a different op or shape")
+    re.compile(r"\branks? (\d+)(?:, \d+)* (?:has not entered|have not entered|entered a "
+               r"different op)"),
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),
     re.compile(r"\brank\s*:\s*(\d+)\s*\(local_rank"),
     re.compile(r"\bprocess_id\s*[=:]\s*(\d+)"),
