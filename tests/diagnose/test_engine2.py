@@ -144,3 +144,40 @@ def test_distrun_hang_lines_name_the_culprit_rank(tmp_path: Path) -> None:
                "(ALLREDUCE [1024], process group 0) that ranks 0, 1 wait in for 300 s; rank 2 "
                "is busy in python")
     assert verdict(tmp_path, [missing])[2] == 2
+
+
+def test_nccl_lines_after_a_grep_file_prefix_are_records_not_wraps() -> None:
+    # `grep NCCL LOG1.*.txt` prefixes each file's name; lines of one form and one length
+    # looked like a page wrapped at that width
+    from distrun.diagnose.normalize import unwrap
+    lines = [f"LOG1.{r}.txt:gpu-a:3261{r}:3261{r} [{r}] NCCL INFO Broadcast: opCount 0 sendbuff "
+             f"0x7f3bfe7f540{r} recvbuff 0x7f3bfe7f540{r} count 53 datatype 4 op 0 root 0 comm "
+             f"0x7f3bf405a26{r} [nranks=8] stream 0x55d5ffb7311{r}" for r in range(6)]
+    assert unwrap("\n".join(lines)) == "\n".join(lines)
+
+
+# torch/csrc/cuda/Module.cpp THCudaCheck (torch < 1.5) prints the runtime's error 35, which a
+# host without any NVIDIA driver gets too
+DRIVER_35 = ("RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for "
+             "CUDA runtime version at /pytorch/torch/csrc/cuda/Module.cpp:34")
+
+
+def test_no_driver_at_all_near_error_35_is_cuda_unavailable_at_low_confidence(
+        tmp_path: Path) -> None:
+    # the error first, then the user's check (without the refinement the earlier weak
+    # wording, the driver mismatch, wins)
+    lines = ["$ python train.py --gpu_ids 0", DRIVER_35, "$ nvidia-smi",
+             "bash: nvidia-smi: command not found"]
+    assert verdict(tmp_path, lines) == ("cuda-unavailable", "low", None)
+
+
+def test_error_35_alone_stays_the_driver_mismatch(tmp_path: Path) -> None:
+    assert verdict(tmp_path, [DRIVER_35]) == ("nccl-cuda-library-mismatch", "low", None)
+
+
+def test_a_weak_wording_never_refines_a_strong_cause(tmp_path: Path) -> None:
+    # cuda-unavailable's weak "torch.cuda.is_available(): False" near a strong invalid ordinal
+    lines = ["torch.cuda.is_available(): False",
+             "RuntimeError: CUDA error: invalid device ordinal"]
+    assert verdict(tmp_path, lines) == verdict(tmp_path, lines[1:])
+    assert verdict(tmp_path, lines)[0] == "cuda-invalid-device-ordinal"

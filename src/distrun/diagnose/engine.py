@@ -348,17 +348,28 @@ def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
 
 
 def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
-    """Context hits (frames) turn a cause just after them into the rule that refines it."""
-    context = [h for h in hits if h.rule_id.startswith(CONTEXT_PREFIX)]
+    """Context hits (frames) turn a cause near them into the rule that refines it. A cause
+    found through a weak wording only stays weak (low confidence), and for it a weak wording
+    of a rule that refines it is context too (``nvidia-smi: command not found`` near a
+    ``CUDA driver version is insufficient``: no driver at all, not an old one)."""
+    context = [(h, h.rule_id[len(CONTEXT_PREFIX):]) for h in hits
+               if h.rule_id.startswith(CONTEXT_PREFIX)]
     rest = [h for h in hits if not h.rule_id.startswith(CONTEXT_PREFIX)]
+    weak_context = [(h, h.rule_id) for h in rest
+                    if not h.strong and h.rule_id in rules.ids() and rules.by_id(h.rule_id).refines]
     refined: list[Hit] = []
     for hit in rest:
-        better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
-                       if c.file == hit.file and abs(hit.line - c.line) <= CONTEXT_LINES
-                       and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
-                      None) or _refined_in_place(hit, rules)
-        refined.append(replace(hit, rule_id=better, derived=True) if better and hit.strong else hit)
+        better = _refining(hit, context if hit.strong else context + weak_context, rules) \
+            or _refined_in_place(hit, rules)
+        refined.append(replace(hit, rule_id=better, derived=hit.strong) if better else hit)
     return refined
+
+
+def _refining(hit: Hit, context: list[tuple[Hit, str]], rules: RuleSet) -> str | None:
+    """The first rule whose context near ``hit`` (same file) refines the hit's rule."""
+    return next((rule_id for c, rule_id in context
+                 if c.file == hit.file and abs(hit.line - c.line) <= CONTEXT_LINES
+                 and hit.rule_id in rules.by_id(rule_id).refines), None)
 
 
 def _refined_in_place(hit: Hit, rules: RuleSet) -> str | None:
