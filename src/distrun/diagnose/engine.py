@@ -11,6 +11,10 @@ With only consequences, the verdict says so and names where the cause must be
 before any secondary signature, gives "no known cause" with the earliest error
 lines instead of a confident wrong answer; so does an unknown error line before
 a cause matched only by a weak wording (one that other failures share).
+Logs with neither a cause nor an unknown error get two last readings from the
+rules' data: a once-per-process line (``repeated``) printed by two processes,
+and, in a file with no error line at all, what a hung job prints last
+(``tail``, near the end of the file).
 
 Confidence: ``high`` for a cause matched by a strong signature with no unknown
 error before it; ``medium`` for a cause with unknown errors before it, one

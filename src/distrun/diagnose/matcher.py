@@ -286,12 +286,14 @@ _INFO = (b" NCCL INFO ", b" RCCL INFO ")
 
 def _last_said(data: bytes) -> int:
     """The number of the last line of ``data`` that is neither blank nor NCCL INFO."""
-    lines = data.split(b"\n")
-    index = len(lines)
-    while index > 1 and (not lines[index - 1].strip()
-                         or any(info in lines[index - 1] for info in _INFO)):
-        index -= 1
-    return index
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
+        if line.strip() and not any(info in line for info in _INFO):
+            break
+        end = start - 1
+    return data.count(b"\n", 0, max(end, 0)) + 1
 
 
 def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
