@@ -181,3 +181,15 @@ def test_a_weak_wording_never_refines_a_strong_cause(tmp_path: Path) -> None:
              "RuntimeError: CUDA error: invalid device ordinal"]
     assert verdict(tmp_path, lines) == verdict(tmp_path, lines[1:])
     assert verdict(tmp_path, lines)[0] == "cuda-invalid-device-ordinal"
+
+
+def test_weak_wordings_of_two_rules_that_refine_each_other_keep_the_earliest() -> None:
+    # cuda-unavailable and cuda-invalid-device-ordinal refine each other (rules.toml)
+    from distrun.diagnose.engine import refine
+    from distrun.diagnose.hit import Hit
+    rules = default_rules()
+    hits = [Hit("cuda-unavailable", None, None, "a.log", 1, "x", strong=False),
+            Hit("cuda-invalid-device-ordinal", None, None, "a.log", 3, "y", strong=False)]
+    assert {"cuda-unavailable"} <= set(rules.by_id("cuda-invalid-device-ordinal").refines)
+    assert {"cuda-invalid-device-ordinal"} <= set(rules.by_id("cuda-unavailable").refines)
+    assert [h.rule_id for h in refine(hits, rules)] == [h.rule_id for h in hits]

@@ -363,10 +363,17 @@ def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
                     if not h.strong and h.rule_id in rules.ids() and rules.by_id(h.rule_id).refines]
     refined: list[Hit] = []
     for hit in rest:
-        better = _refining(hit, context if hit.strong else context + weak_context, rules) \
-            or _refined_in_place(hit, rules)
+        near = context if hit.strong else context + _one_way(hit, weak_context, rules)
+        better = _refining(hit, near, rules) or _refined_in_place(hit, rules)
         refined.append(replace(hit, rule_id=better, derived=hit.strong) if better else hit)
     return refined
+
+
+def _one_way(hit: Hit, weak: list[tuple[Hit, str]], rules: RuleSet) -> list[tuple[Hit, str]]:
+    """The weak wordings that may refine ``hit``: not of a rule the hit's rule refines in
+    turn (two such wordings say nothing about which of the two it is)."""
+    own = rules.by_id(hit.rule_id).refines if hit.rule_id in rules.ids() else ()
+    return [(c, rule_id) for c, rule_id in weak if rule_id not in own]
 
 
 def _refining(hit: Hit, context: list[tuple[Hit, str]], rules: RuleSet) -> str | None:
