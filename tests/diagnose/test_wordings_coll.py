@@ -227,14 +227,14 @@ CASES = {
         "distrun: stopping the job: no progress for 300 s (--stall-timeout 300)\n"
         "distrun: job stopped after a stall (exit status 1): rank 2 stalled; run directory: "
         "runs/x\n",
-        "distrun-stall", "high", None),
+        "distrun-stall", "high", 2),
     # a kind-3 hang is distrun's own proof that the ranks entered different collectives
     "distrun-hang-mismatch": (
         "distrun: HANG (kind 3, mismatch): collective mismatch at collective #57 (allreduce "
         "[[4]], process group 0): rank 1: allreduce [[3]]: rank 1 entered a different op or "
         "shape than the others; it can never complete\n"
         "distrun: stopping the job: waiting cannot succeed\n",
-        "collective-mismatch", "high", None),
+        "collective-mismatch", "high", 1),
 }
 
 

@@ -233,3 +233,26 @@ def _why(secondary: list[Hit], info: RunInfo) -> str:
     if any(h.rule_id == SUMMARY_RULE and h.rank is not None for h in secondary):
         return "torchelastic's summary names it as the first failure"
     return "it did not report the timeout the other ranks did: it was elsewhere or dead"
+
+
+def repeated_hits(hints: list[Hit]) -> list[Hit]:
+    """Derived hits where one file holds the same once-per-process line twice.
+
+    A line each process prints once with its own rank (Lightning's "GLOBAL_RANK: 1,
+    MEMBER: 2/8") printed twice means two processes claim one rank: the scheduler
+    started more processes than the world size. A tee or a copy repeats a line on the
+    next line with the same rank prefix: such a pair does not count. The hit keeps the
+    rank of the prefix on the second line (the process that claims a taken rank).
+    """
+    seen: dict[tuple[str, str, str], Hit] = {}
+    found: list[Hit] = []
+    for hit in sorted(hints, key=lambda h: (h.file, h.line)):
+        key = (hit.file, hit.rule_id, hit.text)
+        before = seen.get(key)
+        seen[key] = hit
+        if before is None:
+            continue
+        copied = hit.line - before.line == 1 and hit.rank is not None and hit.rank == before.rank
+        if not copied:
+            found.append(replace(hit, derived=True, strong=True))
+    return found

@@ -11,6 +11,10 @@ With only consequences, the verdict says so and names where the cause must be
 before any secondary signature, gives "no known cause" with the earliest error
 lines instead of a confident wrong answer; so does an unknown error line before
 a cause matched only by a weak wording (one that other failures share).
+Logs with neither a cause nor an unknown error get two last readings from the
+rules' data: a once-per-process line (``repeated``) printed by two processes,
+and, in a file with no error line at all, what a hung job prints last
+(``tail``, near the end of the file).
 
 Confidence: ``high`` for a cause matched by a strong signature with no unknown
 error before it; ``medium`` for a cause with unknown errors before it, one
@@ -34,10 +38,11 @@ from distrun.diagnose.consequence import (
     dump_mismatch_hits,
     first_failure_rank,
     mismatch_hits,
+    repeated_hits,
     where_to_look,
 )
 from distrun.diagnose.hit import Hit
-from distrun.diagnose.matcher import Matcher, RawHit
+from distrun.diagnose.matcher import END_ID, Matcher, RawHit
 from distrun.diagnose.normalize import rank_in_text
 from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
@@ -45,7 +50,10 @@ from distrun.diagnose.rules import (
     CONFIDENCES,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
+    PAST_TAIL_PREFIX,
     RANK_CONTEXT_ID,
+    REPEATED_PREFIX,
+    TAIL_PREFIX,
     Rule,
     RuleSet,
     default_rules,
@@ -73,6 +81,7 @@ MAX_CONSEQUENCES = 12
 MAX_UNRECOGNISED = 8
 KEEP_PER_RANK = 20  # hits kept per (rule, rank) and file
 MAX_KEYS = 4096  # distinct (rule, rank) pairs kept per file
+TAIL_LINES = 30  # a tail pattern counts this near the end of its file
 
 __all__ = ["Cause", "Diagnosis", "Hit", "decide", "diagnose"]
 
@@ -138,7 +147,31 @@ def _file_hits(log: LogFile, matcher: Matcher, info: RunInfo) -> list[Hit]:
     if log.path.name == "error.json":
         return _error_file_hits(log, matcher, info)
     with open_log(log.path) as stream:
-        return place(matcher.scan_stream(stream), log.rank, str(log.path), matcher.rules)
+        return _at_tail(place(matcher.scan_stream(stream, end=True), log.rank, str(log.path),
+                              matcher.rules))
+
+
+def _at_tail(hits: list[Hit]) -> list[Hit]:
+    """Drop the end-of-file mark, and the tail hits of a file with an error line in it,
+    with more than ``TAIL_LINES`` lines after them, or with a sign that the run went on
+    (a ``past_tail`` line of the same rule) after them: a hang is what a log ends with."""
+    end = max((h.line for h in hits if h.rule_id == END_ID), default=0)
+    quiet = not any(_is_error(h) for h in hits)
+    past = {h.rule_id[len(PAST_TAIL_PREFIX):]: h.line for h in hits
+            if h.rule_id.startswith(PAST_TAIL_PREFIX)}
+    return [h for h in hits if h.rule_id != END_ID and not h.rule_id.startswith(PAST_TAIL_PREFIX)
+            and (not h.rule_id.startswith(TAIL_PREFIX) or _hangs_at(h, end, quiet, past))]
+
+
+def _hangs_at(hit: Hit, end: int, quiet: bool, past: dict[str, int]) -> bool:
+    rule_id = hit.rule_id[len(TAIL_PREFIX):]
+    return quiet and end - hit.line <= TAIL_LINES and past.get(rule_id, 0) < hit.line
+
+
+def _is_error(hit: Hit) -> bool:
+    """A hit that is an error line (a rule's wording or an unknown error), not a hint."""
+    return hit.rule_id not in (END_ID, COLLECTIVE_DUMP_ID) and not hit.rule_id.startswith(
+        (TAIL_PREFIX, PAST_TAIL_PREFIX, REPEATED_PREFIX, CONTEXT_PREFIX))
 
 
 def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSet) -> list[Hit]:
@@ -158,7 +191,12 @@ def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSe
         if item.rule_id == RANK_CONTEXT_ID:
             context = (rank_in_text(item.text), item.line)
             continue
-        rank = _rank_of(item, context, file_rank, rules)
+        if item.rule_id == END_ID:
+            placed.append(Hit(END_ID, None, None, name, item.line, "", strong=False))
+            continue
+        # a repeated line keeps only its prefix's rank: who printed it (see repeated_hits)
+        rank = item.rank if item.rule_id.startswith(REPEATED_PREFIX) else \
+            _rank_of(item, context, file_rank, rules)
         seen = kept.get((item.rule_id, rank), 0)
         if seen >= KEEP_PER_RANK or len(kept) >= MAX_KEYS:
             continue
@@ -240,7 +278,9 @@ def decide(
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
     dumps = [h for h in hits if h.rule_id == COLLECTIVE_DUMP_ID]
-    hits = refine(sorted((h for h in hits if h.rule_id != COLLECTIVE_DUMP_ID), key=Hit.key), rules)
+    hints = [h for h in hits if h.rule_id.startswith((TAIL_PREFIX, REPEATED_PREFIX))]
+    hits = refine(sorted((h for h in hits if h.rule_id != COLLECTIVE_DUMP_ID and h not in hints),
+                         key=Hit.key), rules)
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
     primary = [h for h in known if rules.by_id(h.rule_id).kind == "primary"]
@@ -248,6 +288,8 @@ def decide(
                          [h for h in primary if h.strong])
     derived = mismatch_hits(secondary) or dump_mismatch_hits(dumps)
     primary = sorted(primary + derived, key=lambda h: (not h.strong, h.key()))
+    if not (primary or generic):
+        primary = _from_hints(sorted(hints, key=Hit.key), bool(secondary))
     if primary and (_weak_after_unknown(primary[0], generic)
                     or _weak_after_consequence(primary[0], secondary, rules)):
         primary = []  # a wording other failures share explains no error that came before it
@@ -274,6 +316,19 @@ def decide(
     return Diagnosis((), unknown, failed_exits, files)
 
 
+def _from_hints(hints: list[Hit], consequences: bool) -> list[Hit]:
+    """Logs with no cause and no unknown error: a line printed twice by two processes
+    (derived; the consequences it leads to may follow), else, with no error line at all,
+    what a hung job printed last (a weak wording)."""
+    repeats = repeated_hits([h for h in hints if h.rule_id.startswith(REPEATED_PREFIX)])
+    if repeats:
+        return [replace(h, rule_id=h.rule_id[len(REPEATED_PREFIX):]) for h in repeats]
+    if consequences:
+        return []
+    return [replace(h, rule_id=h.rule_id[len(TAIL_PREFIX):], strong=False)
+            for h in hints if h.rule_id.startswith(TAIL_PREFIX)]
+
+
 def _weak_after_unknown(best: Hit, generic: list[Hit]) -> bool:
     """The best cause is only a weak wording and an unrecognised error came before it."""
     return not best.strong and any(g.key() < best.key() for g in generic)
@@ -297,17 +352,35 @@ def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
 
 
 def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
-    """Context hits (frames) turn a cause just after them into the rule that refines it."""
-    context = [h for h in hits if h.rule_id.startswith(CONTEXT_PREFIX)]
+    """Context hits (frames) turn a cause near them into the rule that refines it. A cause
+    found through a weak wording only stays weak (low confidence), and for it a weak wording
+    of a rule that refines it is context too (``nvidia-smi: command not found`` near a
+    ``CUDA driver version is insufficient``: no driver at all, not an old one)."""
+    context = [(h, h.rule_id[len(CONTEXT_PREFIX):]) for h in hits
+               if h.rule_id.startswith(CONTEXT_PREFIX)]
     rest = [h for h in hits if not h.rule_id.startswith(CONTEXT_PREFIX)]
+    weak_context = [(h, h.rule_id) for h in rest
+                    if not h.strong and h.rule_id in rules.ids() and rules.by_id(h.rule_id).refines]
     refined: list[Hit] = []
     for hit in rest:
-        better = next((c.rule_id[len(CONTEXT_PREFIX):] for c in context
-                       if c.file == hit.file and abs(hit.line - c.line) <= CONTEXT_LINES
-                       and hit.rule_id in rules.by_id(c.rule_id[len(CONTEXT_PREFIX):]).refines),
-                      None) or _refined_in_place(hit, rules)
-        refined.append(replace(hit, rule_id=better, derived=True) if better and hit.strong else hit)
+        near = context if hit.strong else context + _one_way(hit, weak_context, rules)
+        better = _refining(hit, near, rules) or _refined_in_place(hit, rules)
+        refined.append(replace(hit, rule_id=better, derived=hit.strong) if better else hit)
     return refined
+
+
+def _one_way(hit: Hit, weak: list[tuple[Hit, str]], rules: RuleSet) -> list[tuple[Hit, str]]:
+    """The weak wordings that may refine ``hit``: not of a rule the hit's rule refines in
+    turn (two such wordings say nothing about which of the two it is)."""
+    own = rules.by_id(hit.rule_id).refines if hit.rule_id in rules.ids() else ()
+    return [(c, rule_id) for c, rule_id in weak if rule_id not in own]
+
+
+def _refining(hit: Hit, context: list[tuple[Hit, str]], rules: RuleSet) -> str | None:
+    """The first rule whose context near ``hit`` (same file) refines the hit's rule."""
+    return next((rule_id for c, rule_id in context
+                 if c.file == hit.file and abs(hit.line - c.line) <= CONTEXT_LINES
+                 and hit.rule_id in rules.by_id(rule_id).refines), None)
 
 
 def _refined_in_place(hit: Hit, rules: RuleSet) -> str | None:

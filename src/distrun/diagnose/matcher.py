@@ -39,13 +39,17 @@ from distrun.diagnose.rules import (
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
+    PAST_TAIL_PREFIX,
     RANK_CONTEXT_ID,
     RANK_CONTEXT_PATTERNS,
+    REPEATED_PREFIX,
+    TAIL_PREFIX,
     RuleSet,
     keys_for,
 )
 from distrun.diagnose.sources import parse_time
 
+END_ID = "end-of-file"  # scan_stream(end=True): a last pseudo-hit whose line is the file's last
 CHUNK_BYTES = 8 << 20
 SMALL_BYTES = 4 << 20
 _MAX_LINE_BYTES = MAX_LINE * 4  # a capped line of 4-byte characters
@@ -129,15 +133,26 @@ class Matcher:
         for number, text in enumerate(lines, start=first_line):
             yield from self._match_raw(text, number)
 
-    def scan_stream(self, stream: BufferedIOBase) -> Iterator[RawHit]:
-        """Match a binary stream; small inputs whole (wrapped lines joined), big ones by chunk."""
+    def scan_stream(self, stream: BufferedIOBase, end: bool = False) -> Iterator[RawHit]:
+        """Match a binary stream; small inputs whole (wrapped lines joined), big ones by chunk.
+
+        ``end``: yield, last, an ``END_ID`` pseudo-hit on the file's last line (tail rules
+        need to know how near the end a line is); in a small input, the last line that is
+        not blank and not an NCCL/RCCL INFO line (a hung job's NCCL_DEBUG=INFO set-up).
+        """
         head = stream.read(SMALL_BYTES + 1)
         if len(head) <= SMALL_BYTES:
             yield from self.scan_small(head)
-            return
-        yield from self._scan_chunks(head, stream)
+            last = _last_said(head)
+        else:
+            counter = [0]
+            yield from self._scan_chunks(head, stream, counter)
+            last = counter[0]
+        if end:
+            yield RawHit(END_ID, last, "", strong=False)
 
-    def _scan_chunks(self, head: bytes, stream: BufferedIOBase) -> Iterator[RawHit]:
+    def _scan_chunks(self, head: bytes, stream: BufferedIOBase,
+                     counter: list[int]) -> Iterator[RawHit]:
         """Whole lines of each chunk, read into one reused buffer (no copy per chunk).
 
         The buffer holds the unfinished last line of the previous chunk (at most
@@ -170,6 +185,7 @@ class Matcher:
             filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
         if carry and not skipping:
             yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base)
+        counter[0] = line_base if carry and not skipping else line_base - 1
 
     def _scan_region(self, data: bytes | bytearray, begin: int, size: int,
                      line_base: int) -> Iterator[RawHit]:
@@ -265,12 +281,30 @@ class Matcher:
             yield index
 
 
+_INFO = (b" NCCL INFO ", b" RCCL INFO ")
+
+
+def _last_said(data: bytes) -> int:
+    """The number of the last line of ``data`` that is neither blank nor NCCL INFO."""
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
+        if line.strip() and not any(info in line for info in _INFO):
+            break
+        end = start - 1
+    return data.count(b"\n", 0, max(end, 0)) + 1
+
+
 def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
     """(rule id, strong, patterns) in the order that decides which rule a line belongs to."""
     groups: list[tuple[str, bool, tuple[str, ...]]] = [(BENIGN_ID, False, BENIGN_PATTERNS)]
     groups.extend((r.id, True, r.patterns) for r in rules.rule)
     groups.append((RANK_CONTEXT_ID, True, RANK_CONTEXT_PATTERNS))
     groups.extend((r.id, False, r.weak) for r in rules.rule if r.weak)
+    groups.extend((TAIL_PREFIX + r.id, False, r.tail) for r in rules.rule if r.tail)
+    groups.extend((PAST_TAIL_PREFIX + r.id, False, r.past_tail) for r in rules.rule if r.past_tail)
+    groups.extend((REPEATED_PREFIX + r.id, False, r.repeated) for r in rules.rule if r.repeated)
     groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)
     groups.append((COLLECTIVE_DUMP_ID, False, COLLECTIVE_DUMP_PATTERNS))
     groups.append((GENERIC_ERROR_ID, True, GENERIC_ERROR_PATTERNS))
@@ -287,7 +321,8 @@ def _entries(text: str) -> list[_Entry]:
 
 def _names_a_cause(rule_id: str) -> bool:
     return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID, COLLECTIVE_DUMP_ID) and \
-        not rule_id.startswith(CONTEXT_PREFIX)
+        not rule_id.startswith(
+        (CONTEXT_PREFIX, TAIL_PREFIX, PAST_TAIL_PREFIX, REPEATED_PREFIX))
 
 
 def _is_rule(hit: RawHit | None) -> bool:

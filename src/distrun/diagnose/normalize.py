@@ -43,7 +43,7 @@ _STARTS = (r"Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:"
            r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:|\d{4}-\d\d-\d\d[T ]\d\d:")
 _RECORD = re.compile(
     rf" (?={_STARTS}|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: "
-    r"|[EWI]\d{4} \d\d:|Killed$|[\w.-]+:\d+:\d+ \[\d+\] |Root Cause \(|\[\d+\]: +time +:)"
+    r"|[EWI]\d{4} \d\d:|Killed$|(?:[\w.-]+:)?[\w.-]+:\d+:\d+ \[\d+\] |Root Cause \(|\[\d+\]: +time +:)"
 )
 _SHORT_RECORD = re.compile(rf" (?={_STARTS})")
 # Leading prefixes: (regex, group of the rank, group of the node).
@@ -79,6 +79,10 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
 _ANY_PREFIX = re.compile("|".join(f"(?:{regex.pattern})" for regex, _, _ in _PREFIXES))
 # Ranks named inside the text, most specific first.
 _IN_TEXT = (
+    # distrun's own HANG line (monitor.hang: "rank 2 has not entered collective #5 ..." /
+    # "ranks 1, 3 have not entered ..." / "...: rank 1 entered a different op or shape")
+    re.compile(r"\branks? (\d+)(?:, \d+)* (?:has not entered|have not entered|entered a "
+               r"different op)"),
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),
     re.compile(r"\brank\s*:\s*(\d+)\s*\(local_rank"),
     re.compile(r"\bprocess_id\s*[=:]\s*(\d+)"),
@@ -195,9 +199,11 @@ WRAP_COLUMNS = (40, 240)
 _AMBIGUOUS = re.compile(r"[\d:>`\s-]{1,8}")  # prefixes a cut's rest may start like ("192: ")
 _NEAR = 12  # an editor's wrapped line ends this close to the width
 _SAME_START = 20  # a next line that begins with this many of a line's characters is a new one
+# NCCL's header "host:pid:tid [dev] ", also after a grep file prefix ("LOG1.3.txt:host:...")
+_NCCL_HEAD = re.compile(r"(?:[\w.-]+:)?[\w.-]+:\d+:\d+ \[\d+\] ")
 _NEW_RECORD = re.compile(rf"{_STARTS}|During handling|The above exception|File \""
                          r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt):"
-                         r"|srun: |slurmstepd: |[\w.-]+:\d+:\d+ \[\d+\] ")  # NCCL's header
+                         r"|srun: |slurmstepd: |" + _NCCL_HEAD.pattern)
 
 
 def unwrap(text: str) -> str:
@@ -298,10 +304,12 @@ def _prefix(line: str) -> str:
 
 def _cut_rest(line: str, following: str) -> bool:
     """Can ``following`` be the rest of ``line`` cut at the width? It may start like a short
-    prefix ("192: "); it is no copy of the line (a message every rank printed)."""
+    prefix ("192: "); it is no copy of the line (a message every rank printed) and no NCCL
+    line of another process."""
     prefix = _prefix(following)
     return bool(following.strip()) and not _same_start(line, following) and (
-        not prefix or _AMBIGUOUS.fullmatch(prefix) is not None)
+        not prefix or _AMBIGUOUS.fullmatch(prefix) is not None) and (
+        _NCCL_HEAD.match(following) is None)
 
 
 def _same_start(line: str, following: str) -> bool:

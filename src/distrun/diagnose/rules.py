@@ -73,9 +73,12 @@ _MIN_KEY = 4
 _MAX_KEY = 12
 _KINDS = ("primary", "secondary")
 _FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "context", "refines",
-           "max_confidence", "explanation", "fix", "docs"}
+           "max_confidence", "explanation", "fix", "docs", "tail", "past_tail", "repeated"}
 CONFIDENCES = ("high", "medium", "low")
 CONTEXT_PREFIX = "context:"
+TAIL_PREFIX = "tail:"
+PAST_TAIL_PREFIX = "past-tail:"
+REPEATED_PREFIX = "repeated:"
 
 
 class RuleError(ValueError):
@@ -95,6 +98,12 @@ class Rule:
     patterns (traceback frames) never name a cause alone: they turn a nearby
     cause of a rule in ``refines`` into this rule (a CUDA-unavailable error
     raised inside MMEngine's init_dist is the framework's CUDA-only init).
+    ``tail`` patterns (what a hung job prints last) name this rule, at low
+    confidence, only for a file with no error line at all whose last lines they
+    match, unless one of its ``past_tail`` patterns (the run went on: a summary
+    printed at its end) comes after them; ``repeated`` patterns (a line each
+    process prints once, with its rank) name it, derived, when one file holds the
+    same line twice from two processes and nothing else names a cause.
     """
 
     id: str
@@ -109,6 +118,9 @@ class Rule:
     context: tuple[str, ...] = ()
     refines: tuple[str, ...] = ()
     max_confidence: str = "high"
+    tail: tuple[str, ...] = ()
+    past_tail: tuple[str, ...] = ()
+    repeated: tuple[str, ...] = ()
 
     @classmethod
     def from_table(cls, table: dict[str, Any], check: bool = True) -> Rule:
@@ -126,6 +138,9 @@ class Rule:
                 context=_texts(table, "context", required=False),
                 refines=_texts(table, "refines", required=False),
                 max_confidence=str(table.get("max_confidence", "high")),
+                tail=_texts(table, "tail", required=False),
+                past_tail=_texts(table, "past_tail", required=False),
+                repeated=_texts(table, "repeated", required=False),
             )
         except (KeyError, TypeError) as err:
             raise RuleError(f"rule {name}: {err}") from err
@@ -145,7 +160,8 @@ class Rule:
                             f"{CONFIDENCES}")
         if bool(self.context) != bool(self.refines):
             raise RuleError(f"rule {self.id}: context and refines go together")
-        for pattern in self.patterns + self.weak + self.context:
+        for pattern in (self.patterns + self.weak + self.context + self.tail
+                        + self.past_tail + self.repeated):
             try:
                 check_pattern(pattern)
             except ValueError as err:
@@ -208,7 +224,8 @@ class RuleSet:
 
     def all_patterns(self) -> list[str]:
         """Every pattern the engine matches (the grep -f list)."""
-        own = [p for r in self.rule for p in r.patterns + r.weak + r.context]
+        own = [p for r in self.rule for p in r.patterns + r.weak + r.context + r.tail + r.past_tail
+               + r.repeated]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS) + list(
             BENIGN_PATTERNS) + list(COLLECTIVE_DUMP_PATTERNS)
 
