@@ -26,6 +26,13 @@ def rule_markdown(rule: Rule) -> str:
              f"Signatures: {_codes(rule.patterns)}"]
     if rule.weak:
         parts.append(f"Weak wordings (low confidence alone): {_codes(rule.weak)}")
+    if rule.tail:
+        past = f"; not when one of {_codes(rule.past_tail)} follows" if rule.past_tail else ""
+        parts.append(f"Hang tails (low confidence, only in a log with no error line, within its "
+                     f"last 30 lines{past}): {_codes(rule.tail)}")
+    if rule.repeated:
+        parts.append(f"Printed once per process; the same line twice in one log (derived, "
+                     f"medium confidence): {_codes(rule.repeated)}")
     if rule.context:
         refined = ", ".join(f"`{r}`" for r in rule.refines)
         parts.append(f"Refines {refined} when the error is raised under: {_codes(rule.context)}")

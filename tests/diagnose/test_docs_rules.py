@@ -20,5 +20,6 @@ def test_every_rule_field_reaches_the_page() -> None:
     text = rules_md.rules_markdown()
     for rule in rules_md.default_rules().rule:
         assert f"### `{rule.id}`: {rule.title}" in text
-        assert all(f"`{p}`" in text for p in rule.patterns + rule.weak + rule.context)
+        assert all(f"`{p}`" in text for p in rule.patterns + rule.weak + rule.context
+                   + rule.tail + rule.past_tail + rule.repeated)
         assert all(step in text for step in rule.fix)

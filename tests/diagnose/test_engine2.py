@@ -21,8 +21,7 @@ NCCL_TESTS_HEAD = [
     "gpu-a:15833:15833 [3] NCCL INFO nranks 4",
     "gpu-a:15833:15833 [0] NCCL INFO Setting affinity for GPU 0 to ff00ff",
 ]
-# what nccl-tests prints when the run finishes (its table header is a weak wording of its
-# own: rules.toml; here the summary alone)
+# what nccl-tests prints when the run finishes
 NCCL_TESTS_DONE = [
     "# Out of bounds values : 0 OK",
     "# Avg bus bandwidth    : 20.04",
@@ -46,6 +45,20 @@ def test_nccl_tests_that_stop_after_init_are_a_p2p_hang_at_low_confidence(tmp_pa
 
 def test_nccl_tests_that_finished_are_no_hang(tmp_path: Path) -> None:
     assert verdict(tmp_path, NCCL_TESTS_HEAD + NCCL_TESTS_DONE) == (None, None, None)
+
+
+HEADER = ("#       size         count      type   redop    root     time   algbw   busbw "
+          "#wrong     time   algbw   busbw #wrong")
+
+
+def test_a_healthy_nccl_tests_run_with_its_table_is_no_failure(tmp_path: Path) -> None:
+    rows = [f"   {8 << k:>9}  {2 << k:>12}     float     sum      -1    10.50    0.00    0.00      0"
+            for k in range(4)]
+    assert verdict(tmp_path, [*NCCL_TESTS_HEAD, HEADER, *rows, *NCCL_TESTS_DONE]) == (None, None, None)
+
+
+def test_nccl_tests_stuck_after_the_table_header_are_a_p2p_hang(tmp_path: Path) -> None:
+    assert verdict(tmp_path, [*NCCL_TESTS_HEAD, HEADER]) == ("gpu-p2p-broken", "low", None)
 
 
 def test_nccl_info_lines_after_a_hang_tail_still_end_in_a_hang(tmp_path: Path) -> None:

@@ -185,6 +185,10 @@ _CUT_OR_WORDS = ("a few lines with long tokens: a terminal's cut and a page's wr
                  "so the rejoined words are glued the wrong way")
 _BARE_KILLED = ("bash's bare 'Killed' line is a signature only as a line of its own; "
                 "flattened into a sentence it is ordinary text")
+_TAIL_NOISE = ("a hang is read from how a log ends (rules.toml 'tail'); a thousand lines of "
+               "training output after it say the run went on")
+_TAIL_SRUN = ("a hang is read from a log with no error line (rules.toml 'tail'); srun's "
+              "'Exited with exit code 1' says a task failed instead")
 _DUP_RANKS = "scheduler/e-lightning-two-nodes-duplicate-global-ranks.log"
 _ONE_WRITER = ("the shape says one process wrote every line: a line it wrote twice in a row "
                "is a copy (a tee, a second log handler), which rules.toml 'repeated' ignores")
@@ -200,15 +204,17 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("words-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
     ("cut-80", "collective/b-ompi-btl-tcp-peer-closed.log"): _CUT_OR_WORDS,
     ("words-80", "jax/b-tpu-backend-init-60s-all-hosts.log"): _CUT_OR_WORDS,
-    ("srun-error-tail", "device/e-nccl-257-1080ti-iommu-allreduce-hang.log"):
-        "a hang is read from a log with no error line (rules.toml 'tail'); srun's 'Exited "
-        "with exit code 1' says a task failed instead",
+    **{("srun-error-tail", case): _TAIL_SRUN for case in (
+        "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
+        "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
+        "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log")},
     ("flat-space", _DUP_RANKS): "both copies of the repeated line end up on one line",
     **{(name, _DUP_RANKS): _ONE_WRITER for name in (
         "rank-prefix", "default-prefix", "openmpi-tag", "slurm-task", "srun-label")},
-    ("noise", "device/e-nccl-257-1080ti-iommu-allreduce-hang.log"):
-        "a hang is read from how a log ends (rules.toml 'tail'); a thousand lines of training "
-        "output after it say the run went on",
+    **{("noise", case): _TAIL_NOISE for case in (
+        "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
+        "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
+        "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log")},
     ("words-80", "config/provoked-store-1-of-2-joined.log"):
         "one line of seven wrapped, too few to tell a wrap; its first piece names a timeout "
         "alone, its second ('1/2 clients joined.') the world size",
