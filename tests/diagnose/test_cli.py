@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from distrun.cli.diagnose import main
+from distrun.diagnose.normalize import MAX_LINE
 
 CORPUS = Path(__file__).parent / "corpus"
 SRC = Path(__file__).parents[2] / "src"
@@ -158,14 +159,18 @@ def test_confidence_in_json_and_text(capsys: pytest.CaptureFixture[str]) -> None
     assert "confidence: medium" in out and "note: only consequences" in out
 
 
-def test_single_300_mb_line_stays_in_bounded_memory(tmp_path: Path) -> None:
-    """A 300 MB log with no newline: the process stays far below 1 GB and ends quickly."""
+@pytest.mark.parametrize("at_end", [False, True], ids=["error-first", "error-last"])
+def test_single_300_mb_line_stays_in_bounded_memory(tmp_path: Path, at_end: bool) -> None:
+    """A 300 MB log with no newline: the process stays far below 1 GB and ends quickly, and
+    the error is found at either end of the line (the middle is skipped)."""
     log = tmp_path / "one-line.log"
+    error = b"RuntimeError: CUDA out of memory. "
     with log.open("wb") as out:
-        out.write(b"RuntimeError: CUDA out of memory. ")
+        out.write(b"" if at_end else error)
         block = b"y" * (1 << 20)
         for _ in range(300):
             out.write(block)
+        out.write(b" " + error if at_end else b"")
     probe = (
         "import resource, sys; from distrun.cli.diagnose import main; code = main(sys.argv[1:]); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, code)"
@@ -179,3 +184,21 @@ def test_single_300_mb_line_stays_in_bounded_memory(tmp_path: Path) -> None:
     # Hyperscan database compile alone can reach ~400 MB on this machine
     assert int(peak_kib) < 512 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
     assert '"cuda-out-of-memory"' in done.stdout
+
+
+@pytest.mark.parametrize(("redraws", "lines_before"), [(20_000, 10), (150_000, 300_000)],
+                         ids=["small-file", "line-across-chunks"])
+def test_an_error_after_a_long_progress_bar_on_the_same_line_is_found(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], redraws: int, lines_before: int) -> None:
+    """tqdm redraws with carriage returns and no newline: a crash printed right after it ends
+    a line of megabytes; what the terminal showed last (the error) is that line's end."""
+    log = tmp_path / "train.log"
+    bar = "".join(f"Epoch 1: {k % 100}%|#####     | {k}/10000 [00:10<00:12, 9.1it/s]\r"
+                  for k in range(redraws))
+    log.write_text("".join(f"step {k} loss 0.25\n" for k in range(lines_before)) + bar
+                   + "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                   + "step 1 loss 0.25\n", encoding="utf-8")
+    assert len(bar) > MAX_LINE
+    assert main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Root cause: Device out of memory") and f"{log}:{lines_before + 1}" in out

@@ -18,8 +18,8 @@ first, and runs of two and three adjacent logical lines are matched joined as
 well (with a space, and without one for a cut mid-word), so a message a terminal
 or a paste wrapped is still found.
 
-Memory is bounded: chunks of ``CHUNK_BYTES``; a line longer than
-``MAX_LINE`` is considered up to that length and the rest of it is skipped.
+Memory is bounded: chunks of ``CHUNK_BYTES``; of a line longer than ``MAX_LINE``
+its first and its last ``MAX_LINE`` are considered and the middle is skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from io import BufferedIOBase
 
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
-from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines
+from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines, windows
 from distrun.diagnose.rules import (
     BENIGN_ID,
     BENIGN_PATTERNS,
@@ -163,11 +163,17 @@ class Matcher:
         view = memoryview(buf)
         buf[: len(head)] = head
         filled, carry, line_base, skipping = len(head), 0, 1, False
+        tail = b""  # the last _MAX_LINE_BYTES seen of an over-long line
         while filled > carry:
             start = 0
-            if skipping:  # the rest of an over-long line
+            if skipping:  # the rest of an over-long line: only its end is read
                 newline = buf.find(b"\n", 0, filled)
                 skipping = newline < 0
+                tail = (tail + bytes(buf[max(0, (filled if skipping else newline) - _MAX_LINE_BYTES)
+                                         : filled if skipping else newline]))[-_MAX_LINE_BYTES:]
+                if not skipping:
+                    yield from self._scan_region(tail + b"\n", 0, -1, line_base)
+                    tail = b""
                 start = filled if skipping else newline + 1
                 line_base += 0 if skipping else 1
             cut = buf.rfind(b"\n", start, filled) + 1
@@ -185,6 +191,8 @@ class Matcher:
             filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
         if carry and not skipping:
             yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base)
+        if skipping and tail:  # the file ends inside an over-long line
+            yield from self._scan_region(tail + b"\n", 0, -1, line_base)
         counter[0] = line_base if carry and not skipping else line_base - 1
 
     def _scan_region(self, data: bytes | bytearray, begin: int, size: int,
@@ -198,13 +206,17 @@ class Matcher:
             counted = start
             stop = min(end, start + _MAX_LINE_BYTES)
             yield from self._match_raw(bytes(data[start:stop]).decode("utf-8", "replace"), line)
+            if end > stop:  # an over-long line: its end too
+                tail = bytes(data[max(stop, end - _MAX_LINE_BYTES):end])
+                yield from self._match_raw(tail.decode("utf-8", "replace"), line)
 
     def _match_raw(self, raw: str, number: int) -> Iterator[RawHit]:
-        when, rest = parse_time(raw.rstrip("\r"))
-        for logical in logical_lines(rest):
-            found = self.classify(logical.text)
-            if found is not None:
-                yield _hit(found, number, when, logical)
+        for piece in windows(raw.rstrip("\r")):
+            when, rest = parse_time(piece)
+            for logical in logical_lines(rest):
+                found = self.classify(logical.text)
+                if found is not None:
+                    yield _hit(found, number, when, logical)
 
     def scan_small(self, data: bytes) -> Iterator[RawHit]:
         """A whole small input: every line normalised, wrapped messages joined."""
@@ -314,8 +326,9 @@ def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]
 def _entries(text: str) -> list[_Entry]:
     entries: list[_Entry] = []
     for number, raw in enumerate(text.split("\n"), start=1):
-        when, rest = parse_time(raw.rstrip("\r"))
-        entries.extend(_Entry(number, when, logical) for logical in logical_lines(rest))
+        for piece in windows(raw.rstrip("\r")):
+            when, rest = parse_time(piece)
+            entries.extend(_Entry(number, when, logical) for logical in logical_lines(rest))
     return entries
 
 

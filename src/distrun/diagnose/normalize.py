@@ -121,6 +121,13 @@ def clean(raw: str) -> str:
     return raw[:MAX_LINE]
 
 
+def windows(raw: str) -> tuple[str, ...]:
+    """The parts of one raw line that are read: all of it, or, for a line over ``MAX_LINE``,
+    its first and its last ``MAX_LINE`` characters (after a progress bar's carriage returns
+    the error a terminal shows last is at the line's end)."""
+    return (raw,) if len(raw) <= MAX_LINE else (raw[:MAX_LINE], raw[-MAX_LINE:])
+
+
 def logical_lines(raw: str) -> list[Logical]:
     """The logical lines of one raw line (several for a literal-``\\n`` paste, or for a
     long paste whose newlines were lost: split where a new record starts)."""
