@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the healthy-run fixtures in this folder: every one is the exact output
 # (stdout and stderr together, as a terminal shows them) of a successful run on this
-# machine, CPU and gloo, 2 processes. Only the machine's host name is replaced by "node01"
-# and a long progress bar is cut (see trim below); nothing else is edited.
+# machine, CPU and gloo, 2 processes. Only the machine's host name is replaced by "node01";
+# nothing else is edited or cut (the runs are short; the Trainer's progress bar is one line
+# when its output is not a terminal). Provenance of each fixture: SOURCES.md.
 #
 #   cd REPO && tests/diagnose/healthy/capture.sh [NAME...]     (default: all)
 #
