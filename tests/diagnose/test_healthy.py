@@ -46,7 +46,8 @@ def test_the_fixtures_are_there() -> None:
     assert {"torchrun-collectives-detail.log", "torchrun-ddp-tee.log",
             "torchrun-logdir-rank0-stderr.log", "distrun-launch-ddp.log", "distrun-demo.log",
             "distrun-launch-run", "lightning-fit-ddp.log", "accelerate-launch-cpu.log",
-            "deepspeed-torchrun.log", "mmengine-runner-torchrun.log",
+            "deepspeed-torchrun.log", "mmengine-runner-torchrun.log", "hf-trainer-torchrun.log",
+            "torchrun-two-nodes-node0.log", "nccl-info-docs-excerpt.log",
             "nvidia-smi-sample-gpus-h100.csv", "npu-smi-info-910b3-8x.txt"} <= names
     assert all(p.stat().st_size < 200_000 for p in PATHS if p.is_file())
 
@@ -66,3 +67,12 @@ def test_cli_says_no_errors_found(path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert out.startswith("No errors found in "), out
     assert "nothing failed" in out
+
+
+def test_a_two_node_job_read_together_is_healthy(capsys: pytest.CaptureFixture[str]) -> None:
+    """The two agents' logs of one job, read as one run (what `diagnose node0.log node1.log`
+    is for): the other node's lines are no failure either."""
+    nodes = sorted(HEALTHY.glob("torchrun-two-nodes-node*.log"))
+    assert len(nodes) == 2
+    assert main([str(p) for p in nodes]) == EXIT_FOUND_OR_CLEAN
+    assert capsys.readouterr().out == "No errors found in 2 file(s): nothing failed.\n"

@@ -85,6 +85,26 @@ mmengine_torchrun() {
     "$REPO/examples/mmengine_runner.py"
 }
 
-ALL="torchrun_detail torchrun_ddp distrun_launch distrun_demo lightning_fit accelerate_launch
-deepspeed_torchrun mmengine_torchrun"
+hf_trainer_torchrun() {
+  run hf-trainer-torchrun "$BIN/torchrun" --nproc-per-node 2 "$REPO/examples/hf_trainer.py"
+}
+
+# two torchrun agents as two "nodes" on this machine (c10d rendezvous, one process each):
+# each agent's own output, as a multi-node job leaves one log per node
+torchrun_two_nodes() {
+  local port pids=() rc=0 node
+  port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for node in 0 1; do
+    mkdir -p "$WORK/node$node"
+    (cd "$WORK/node$node" && LOGLEVEL=INFO timeout -k 10 $LIMIT "$BIN/torchrun" --nnodes 2 \
+      --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "localhost:$port" \
+      --rdzv-id healthy-two-nodes "$REPO/examples/ddp.py" >"$WORK/node$node.out" 2>&1) &
+    pids+=($!)
+  done
+  for node in 0 1; do wait "${pids[$node]}" || rc=$?; done
+  for node in 0 1; do keep "torchrun-two-nodes-node$node" "$rc" "$WORK/node$node.out"; done
+}
+
+ALL="torchrun_detail torchrun_ddp torchrun_two_nodes distrun_launch distrun_demo lightning_fit accelerate_launch
+deepspeed_torchrun mmengine_torchrun hf_trainer_torchrun"
 for step in ${*:-$ALL}; do "$step"; done
