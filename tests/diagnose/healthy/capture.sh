@@ -105,6 +105,15 @@ torchrun_two_nodes() {
   for node in 0 1; do keep "torchrun-two-nodes-node$node" "$rc" "$WORK/node$node.out"; done
 }
 
+# Open MPI's mpirun starting 2 processes (as root here, hence --allow-run-as-root)
+mpirun_gloo() {
+  local port
+  port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port run mpirun-gloo mpirun --allow-run-as-root \
+    --oversubscribe -np 2 -x MASTER_ADDR -x MASTER_PORT -x PYTHONPATH \
+    "$PY" "$HERE/jobs/mpi_collectives.py"
+}
+
 ALL="torchrun_detail torchrun_ddp torchrun_two_nodes distrun_launch distrun_demo lightning_fit accelerate_launch
-deepspeed_torchrun mmengine_torchrun hf_trainer_torchrun"
+deepspeed_torchrun mmengine_torchrun hf_trainer_torchrun mpirun_gloo"
 for step in ${*:-$ALL}; do "$step"; done
