@@ -45,7 +45,8 @@ def test_the_fixtures_are_there() -> None:
     names = {p.name for p in PATHS}
     assert {"torchrun-collectives-detail.log", "torchrun-ddp-tee.log",
             "torchrun-logdir-rank0-stderr.log", "distrun-launch-ddp.log", "distrun-demo.log",
-            "distrun-launch-run", "lightning-fit-ddp.log", "accelerate-launch-cpu.log",
+            "distrun-launch-run", "lightning-fit-ddp.log", "lightning-fit-ddp-rerun-appended.log",
+            "accelerate-launch-cpu.log",
             "deepspeed-torchrun.log", "mmengine-runner-torchrun.log", "hf-trainer-torchrun.log",
             "torchrun-two-nodes-node0.log", "nccl-info-docs-excerpt.log",
             "nvidia-smi-sample-gpus-h100.csv", "npu-smi-info-910b3-8x.txt"} <= names

@@ -71,6 +71,18 @@ lightning_fit() { run lightning-fit-ddp "$PY" "$HERE/jobs/lightning_fit.py"; }
 
 # `--cpu` picks accelerate's one-process (or mpirun) launcher; `--multi_gpu` is its torchrun
 # launcher, and the script's Accelerator(cpu=True) keeps both processes on the CPU (gloo)
+# the same job run twice, both runs appended to one log (`>> train.log`, a requeued Slurm job
+# with --open-mode=append): every once-per-process line comes twice, from two runs
+lightning_rerun() {
+  local rc=0 attempt
+  mkdir -p "$WORK/rerun"
+  for attempt in 1 2; do
+    (cd "$WORK/rerun" && timeout -k 10 $LIMIT "$PY" "$HERE/jobs/lightning_fit.py" \
+      >>"$WORK/rerun.out" 2>&1) || rc=$?
+  done
+  keep lightning-fit-ddp-rerun-appended "$rc" "$WORK/rerun.out"
+}
+
 accelerate_launch() {
   run accelerate-launch-cpu "$BIN/accelerate" launch --multi_gpu --num_processes 2 \
     --num_machines 1 --mixed_precision no --dynamo_backend no "$HERE/jobs/accelerate_fit.py"
@@ -114,6 +126,6 @@ mpirun_gloo() {
     "$PY" "$HERE/jobs/mpi_collectives.py"
 }
 
-ALL="torchrun_detail torchrun_ddp torchrun_two_nodes distrun_launch distrun_demo lightning_fit accelerate_launch
+ALL="torchrun_detail torchrun_ddp torchrun_two_nodes distrun_launch distrun_demo lightning_fit lightning_rerun accelerate_launch
 deepspeed_torchrun mmengine_torchrun hf_trainer_torchrun mpirun_gloo"
 for step in ${*:-$ALL}; do "$step"; done
