@@ -241,14 +241,20 @@ def repeated_hits(hints: list[Hit]) -> list[Hit]:
     A line each process prints once with its own rank (Lightning's "GLOBAL_RANK: 1,
     MEMBER: 2/8") printed twice means two processes claim one rank: the scheduler
     started more processes than the world size. A tee or a copy repeats a line on the
-    next line with the same rank prefix: such a pair does not count. The hit keeps the
-    rank of the prefix on the second line (the process that claims a taken rank).
+    next line with the same rank prefix: such a pair does not count. Nor does a line
+    that comes again after every member of its world ("MEMBER: k/N" for N members) was
+    seen: that is the next run appended to the same log (a re-run, a requeued job), not
+    two processes in one. The hit keeps the rank of the prefix on the second line (the
+    process that claims a taken rank).
     """
     seen: dict[tuple[str, str, str], Hit] = {}
     found: list[Hit] = []
     for hit in sorted(hints, key=lambda h: (h.file, h.line)):
         key = (hit.file, hit.rule_id, hit.text)
         before = seen.get(key)
+        if before is not None and _world_complete(seen, hit):
+            seen = {k: v for k, v in seen.items() if k[:2] != key[:2]}
+            before = None
         seen[key] = hit
         if before is None:
             continue
@@ -256,3 +262,13 @@ def repeated_hits(hints: list[Hit]) -> list[Hit]:
         if not copied:
             found.append(replace(hit, derived=True, strong=True))
     return found
+
+
+_MEMBER = re.compile(r"MEMBER: \d+/(\d+)")
+
+
+def _world_complete(seen: Mapping[tuple[str, str, str], Hit], hit: Hit) -> bool:
+    """Every member of ``hit``'s world has printed its line in this file already."""
+    world = _MEMBER.search(hit.text)
+    members = {k[2] for k in seen if k[:2] == (hit.file, hit.rule_id)}
+    return world is not None and len(members) >= int(world.group(1))

@@ -55,6 +55,16 @@ BENIGN_PATTERNS = (
     # the next address; a real failure ends in "The client socket has timed out after".
     "\\[c10d\\] The (client|server) socket .*\\[(localhost|::|::1|127\\.0\\.0\\.1)\\]:[0-9]+ "
     "\\(errno: (97|99) - ",
+    # torch ProcessGroupWrapper.cpp under TORCH_DISTRIBUTED_DEBUG=DETAIL logs every
+    # collective it checks, in healthy runs too: "[Rank 0] Running collective:
+    # CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, ...)". A mismatch is its
+    # error "Detected mismatch between collectives on ranks. Rank 0 is running collective:
+    # CollectiveFingerPrint(...)" (tests/diagnose/healthy/torchrun-collectives-detail.log)
+    "\\[Rank [0-9]+\\] Running collective: CollectiveFingerPrint\\(",
+    # the title row of `npu-smi info`'s device table ("| npu-smi 24.1.rc1.b030   Version:
+    # 24.1.rc1.b030 |"): tool output pasted with a log, not an HCCL failure
+    # (tests/fixtures/tools/ascend/npu-smi-info-*.txt)
+    "\\| npu-smi [0-9][0-9a-z.]* +Version: ",
 )
 # NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
 # (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>
