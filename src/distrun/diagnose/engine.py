@@ -279,7 +279,8 @@ def decide(
     """Order the hits and pick the root cause (see the module docstring)."""
     dumps = [h for h in hits if h.rule_id == COLLECTIVE_DUMP_ID]
     hints = [h for h in hits if h.rule_id.startswith((TAIL_PREFIX, REPEATED_PREFIX))]
-    hits = refine(sorted((h for h in hits if h.rule_id != COLLECTIVE_DUMP_ID and h not in hints),
+    hits = refine(sorted((h for h in hits if h.rule_id != COLLECTIVE_DUMP_ID
+                          and not h.rule_id.startswith((TAIL_PREFIX, REPEATED_PREFIX))),
                          key=Hit.key), rules)
     known = [h for h in hits if h.rule_id != GENERIC_ERROR_ID]
     secondary = [h for h in known if rules.by_id(h.rule_id).kind == "secondary"]
