@@ -50,6 +50,7 @@ from distrun.diagnose.rules import (
     CONFIDENCES,
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
+    HINT_PREFIXES,
     PAST_TAIL_PREFIX,
     RANK_CONTEXT_ID,
     REPEATED_PREFIX,
@@ -171,7 +172,7 @@ def _hangs_at(hit: Hit, end: int, quiet: bool, past: dict[str, int]) -> bool:
 def _is_error(hit: Hit) -> bool:
     """A hit that is an error line (a rule's wording or an unknown error), not a hint."""
     return hit.rule_id not in (END_ID, COLLECTIVE_DUMP_ID) and not hit.rule_id.startswith(
-        (TAIL_PREFIX, PAST_TAIL_PREFIX, REPEATED_PREFIX, CONTEXT_PREFIX))
+        HINT_PREFIXES)
 
 
 def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSet) -> list[Hit]:

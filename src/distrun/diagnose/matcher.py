@@ -39,6 +39,7 @@ from distrun.diagnose.rules import (
     CONTEXT_PREFIX,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
+    HINT_PREFIXES,
     PAST_TAIL_PREFIX,
     RANK_CONTEXT_ID,
     RANK_CONTEXT_PATTERNS,
@@ -334,8 +335,7 @@ def _entries(text: str) -> list[_Entry]:
 
 def _names_a_cause(rule_id: str) -> bool:
     return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID, COLLECTIVE_DUMP_ID) and \
-        not rule_id.startswith(
-        (CONTEXT_PREFIX, TAIL_PREFIX, PAST_TAIL_PREFIX, REPEATED_PREFIX))
+        not rule_id.startswith(HINT_PREFIXES)
 
 
 def _is_rule(hit: RawHit | None) -> bool:

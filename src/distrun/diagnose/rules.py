@@ -89,6 +89,8 @@ CONTEXT_PREFIX = "context:"
 TAIL_PREFIX = "tail:"
 PAST_TAIL_PREFIX = "past-tail:"
 REPEATED_PREFIX = "repeated:"
+# rule ids of hints (a rule's context, tail, past-tail or repeated wording): never an error line
+HINT_PREFIXES = (CONTEXT_PREFIX, TAIL_PREFIX, PAST_TAIL_PREFIX, REPEATED_PREFIX)
 
 
 class RuleError(ValueError):
