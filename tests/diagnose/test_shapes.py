@@ -208,7 +208,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
         "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
         "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log")},
-    ("flat-space", _DUP_RANKS): "both copies of the repeated line end up on one line",
     **{(name, _DUP_RANKS): _ONE_WRITER for name in (
         "rank-prefix", "default-prefix", "openmpi-tag", "slurm-task", "srun-label")},
     **{("noise", case): _TAIL_NOISE for case in (

@@ -40,10 +40,11 @@ _ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
 # starts no message has inside it (a traceback, a rank prefix, a logger's "ERROR:name:").
 FLAT_LINE = 400
 _STARTS = (r"Traceback \(most recent call last\)|\[(?:rank|default)\d+\]:"
-           r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:|\d{4}-\d\d-\d\d[T ]\d\d:")
+           r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:|\[?\d{4}-\d\d-\d\d[T ]\d\d:")
 _RECORD = re.compile(
     rf" (?={_STARTS}|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt): |srun: |slurmstepd: "
-    r"|[EWI]\d{4} \d\d:|Killed$|(?:[\w.-]+:)?[\w.-]+:\d+:\d+ \[\d+\] |Root Cause \(|\[\d+\]: +time +:)"
+    r"|[EWI]\d{4} \d\d:|Killed$|(?:[\w.-]+:)?[\w.-]+:\d+:\d+ \[\d+\] |Root Cause \(|\[\d+\]: +time +:"
+    r"|[Ii]nitializing (?:ddp|distributed): GLOBAL_RANK: |[\w.-]+: error: )"
 )
 _SHORT_RECORD = re.compile(rf" (?={_STARTS})")
 # Leading prefixes: (regex, group of the rank, group of the node).

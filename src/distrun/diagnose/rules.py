@@ -28,7 +28,17 @@ GENERIC_ERROR_ID = "unrecognised-error"
 RANK_CONTEXT_ID = "rank-context"
 
 # Lines that look like an error but match no rule: the "no known cause" evidence.
-GENERIC_ERROR_PATTERNS = ("Error: ", "Exception: ", "Segmentation fault")
+# A command-line parser's usage error is one too: argparse's "prog: error: <message>"
+# (Lib/argparse.py: "unrecognized arguments: ", "the following arguments are required: ",
+# "argument --x: invalid int value", "ambiguous option: "), absl's "FATAL Flags parsing
+# error: Unknown command line flag". torch >= 2.0's launcher passes --local-rank, which a
+# script's own parser may refuse; the launcher's summary after it is only its consequence.
+GENERIC_ERROR_PATTERNS = (
+    "Error: ", "Exception: ", "Segmentation fault",
+    ": error: (unrecognized arguments|the following arguments are required|argument "
+    "|ambiguous option|one of the arguments)",
+    "Flags parsing error: ",
+)
 # Informational lines that carry an error-like wording but never a cause; they are
 # matched first and dropped, so that the wording does not name a cause by accident.
 BENIGN_ID = "benign-line"
@@ -65,6 +75,11 @@ BENIGN_PATTERNS = (
     # 24.1.rc1.b030 |"): tool output pasted with a log, not an HCCL failure
     # (tests/fixtures/tools/ascend/npu-smi-info-*.txt)
     "\\| npu-smi [0-9][0-9a-z.]* +Version: ",
+    # torch/distributed/launch.py's FutureWarning, printed on every run of the deprecated
+    # launcher (torch 1.10+): "If your script expects `--local-rank` argument to be set,
+    # please\nchange it to read from `os.environ['LOCAL_RANK']` instead." Advice, not a
+    # script that reads LOCAL_RANK without a launcher (tests/diagnose/healthy/)
+    "change it to read from .os\\.environ\\[.LOCAL_RANK.\\]. instead",
 )
 # NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
 # (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>

@@ -101,6 +101,13 @@ hf_trainer_torchrun() {
   run hf-trainer-torchrun "$BIN/torchrun" --nproc-per-node 2 "$REPO/examples/hf_trainer.py"
 }
 
+# the deprecated torch.distributed.launch (it passes --local-rank and prints a FutureWarning
+# telling scripts to read os.environ['LOCAL_RANK'] on every run); ddp.py reads the environment
+distributed_launch() {
+  run distributed-launch-ddp "$PY" -m torch.distributed.launch --nproc_per_node 2 \
+    "$REPO/examples/ddp.py"
+}
+
 # two torchrun agents as two "nodes" on this machine (c10d rendezvous, one process each):
 # each agent's own output, as a multi-node job leaves one log per node
 torchrun_two_nodes() {
@@ -126,6 +133,6 @@ mpirun_gloo() {
     "$PY" "$HERE/jobs/mpi_collectives.py"
 }
 
-ALL="torchrun_detail torchrun_ddp torchrun_two_nodes distrun_launch distrun_demo lightning_fit lightning_rerun accelerate_launch
+ALL="torchrun_detail torchrun_ddp distributed_launch torchrun_two_nodes distrun_launch distrun_demo lightning_fit lightning_rerun accelerate_launch
 deepspeed_torchrun mmengine_torchrun hf_trainer_torchrun mpirun_gloo"
 for step in ${*:-$ALL}; do "$step"; done
