@@ -159,6 +159,24 @@ def test_lines_split_across_chunks_are_found(tmp_path: Path, monkeypatch: object
     assert evidence["line"] == 5001
 
 
+def test_an_error_across_the_chunk_after_an_over_long_line_is_cut_is_found(
+        tmp_path: Path, monkeypatch: object) -> None:
+    """An over-long line is cut inside a chunk; its end (with the error) starts in that chunk
+    and finishes in the next one: the bytes before the chunk boundary are kept."""
+    from distrun.diagnose import matcher
+
+    monkeypatch.setattr(matcher, "CHUNK_BYTES", 300_000)  # type: ignore[attr-defined]
+    monkeypatch.setattr(matcher, "SMALL_BYTES", 1000)  # type: ignore[attr-defined]
+    boundary = 1001 + 300_000  # the first read, then one chunk: where the third read starts
+    error = "RuntimeError: CUDA error: invalid device ordinal"
+    line = "y" * (boundary - 2 - len(error) + 10) + error  # its last 10 bytes: after the boundary
+    assert len(line) > 262_144  # over-long: cut in the second read
+    log = tmp_path / "one-long-line.log"
+    log.write_text("x\n" + line + "\nstep 1 loss 0.5\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["evidence"][0]["line"]) == ("cuda-invalid-device-ordinal", 2)
+
+
 def watchdog(rank: int, op: str, numel: int) -> str:
     return (f"[rank{rank}]:[E1206 18:44:12 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught "
             f"collective operation timeout: WorkNCCL(SeqNum=41, OpType={op}, NumelIn={numel}, "

@@ -170,12 +170,12 @@ class Matcher:
             if skipping:  # the rest of an over-long line: only its end is read
                 newline = buf.find(b"\n", 0, filled)
                 skipping = newline < 0
-                tail = (tail + bytes(buf[max(0, (filled if skipping else newline) - _MAX_LINE_BYTES)
-                                         : filled if skipping else newline]))[-_MAX_LINE_BYTES:]
+                end = filled if skipping else newline
+                tail = (tail + bytes(buf[max(0, end - _MAX_LINE_BYTES):end]))[-_MAX_LINE_BYTES:]
                 if not skipping:
                     yield from self._scan_region(tail + b"\n", 0, -1, line_base)
                     tail = b""
-                start = filled if skipping else newline + 1
+                start = end if skipping else end + 1
                 line_base += 0 if skipping else 1
             cut = buf.rfind(b"\n", start, filled) + 1
             if cut > start:
@@ -187,6 +187,8 @@ class Matcher:
             if carry > _MAX_LINE_BYTES:
                 yield from self._scan_region(bytes(buf[cut : cut + _MAX_LINE_BYTES]) + b"\n", 0, -1,
                                              line_base)
+                # its end so far: an error may go on into the next chunk
+                tail = bytes(buf[max(cut + _MAX_LINE_BYTES, filled - _MAX_LINE_BYTES):filled])
                 carry, skipping = 0, True
             buf[:carry] = buf[filled - carry : filled]
             filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
