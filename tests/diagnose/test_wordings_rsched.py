@@ -56,6 +56,13 @@ CASES: list[tuple[str, str, str, int | None]] = [
     (TRACE + "ValueError: slurm backend cannot select specific device ids, got [1, 3] on node-1. "
      "Filter whole hosts, or keep the first N slots on every host.\n",
      "slurm-allocation-mismatch", "low", None),
+    # Slurm src/common/slurm_errno.c ESLURM_BAD_THREAD_PER_CORE (strong) and
+    # ESLURM_REQUESTED_NODES_NOT_IN_PARTITION (weak: also a wrong partition)
+    ("srun: error: Unable to create step for job 77: Cannot request more threads per core than the "
+     "job allocation\n",
+     "slurm-allocation-mismatch", "high", None),
+    ("sbatch: error: Batch job submission failed: Requested nodes not in this partition\n",
+     "slurm-allocation-mismatch", "low", None),
     # --- world-size-mismatch ------------------------------------------------------------------
     # DeepSpeed runtime/config.py _batch_assertion
     (TRACE + "AssertionError: Check batch related parameters. train_batch_size is not equal to "
