@@ -207,13 +207,15 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     **{("srun-error-tail", case): _TAIL_SRUN for case in (
         "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
         "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
-        "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log")},
+        "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log",
+        "scheduler/i-lightning-sbatch-python-without-srun-one-of-8.log")},
     **{(name, _DUP_RANKS): _ONE_WRITER for name in (
         "rank-prefix", "default-prefix", "openmpi-tag", "slurm-task", "srun-label")},
     **{("noise", case): _TAIL_NOISE for case in (
         "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
         "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
-        "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log")},
+        "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log",
+        "scheduler/i-lightning-sbatch-python-without-srun-one-of-8.log")},
     ("words-80", "config/provoked-store-1-of-2-joined.log"):
         "one line of seven wrapped, too few to tell a wrap; its first piece names a timeout "
         "alone, its second ('1/2 clients joined.') the world size",
