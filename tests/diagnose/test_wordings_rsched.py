@@ -139,6 +139,10 @@ CASES: list[tuple[str, str, str, int | None]] = [
     ("OSError: \u0410\u0434\u0440\u0435\u0441 \u0443\u0436\u0435 \u0438\u0441\u043f\u043e\u043b"
      "\u044c\u0437\u0443\u0435\u0442\u0441\u044f\n",
      "address-in-use", "high", None),
+    # Simplified Chinese locale (Debian's zh_CN libc.mo), gloo's bind error
+    ("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] bind: "
+     "\u5730\u5740\u5df2\u5728\u4f7f\u7528\n",
+     "address-in-use", "high", None),
     # Docker daemon (publishing a container's port)
     ("docker: Error response from daemon: driver failed programming external connectivity on "
      "endpoint trainer: Bind for 0.0.0.0:29500 failed: port is already allocated.\n",
