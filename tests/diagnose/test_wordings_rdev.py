@@ -113,6 +113,37 @@ CASES = {
         "RuntimeError: The ROCm driver on your system is too old (found version 50000000). "
         "Please update your GPU driver\n",
         "nccl-cuda-library-mismatch", "high", None),
+    # torch/distributed/distributed_c10d.py (2.6+) on a CPU-only build
+    "device-id-no-accelerator": (
+        "ValueError: device_id is an int, but no accelerator support is found from the current "
+        "compilation. Please use a different compiled version that supports accelerators.\n",
+        "cuda-unavailable", "medium", None),
+    # c10 HPU hooks (libc10 strings, torch 2.x) without habana_frameworks loaded or present
+    "hpu-no-backend": (
+        "RuntimeError: Cannot initialize HPU without HPU backend\n",
+        "cuda-unavailable", "medium", None),
+    # libnvidia-container: docker run --gpus device=3 on a host with two GPUs
+    "container-unknown-device": (
+        "docker: Error response from daemon: failed to create task for container: OCI runtime "
+        "create failed: runc create failed: unable to start container process: error during "
+        "container init: error running hook #0: error running hook: exit status 1, stdout: , "
+        "stderr: Auto-detected mode as 'legacy'\n"
+        "nvidia-container-cli: device error: 3: unknown device: unknown.\n",
+        "cuda-invalid-device-ordinal", "medium", None),
+    # cuDNN 9 status: a wheel's cuDNN sub-libraries of two releases
+    "cudnn-sublibrary-mismatch": (
+        "RuntimeError: cuDNN error: CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # cuBLAS status: a cuBLAS without code for this GPU's architecture
+    "cublas-arch-mismatch": (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ARCH_MISMATCH when calling `cublasCreate(handle)`\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # apex setup.py check_cuda_torch_binary_vs_bare_metal
+    "apex-cuda-mismatch": (
+        "RuntimeError: Cuda extensions are being compiled with a version of Cuda that does not "
+        "match the version used to compile Pytorch binaries.  Pytorch binaries were compiled "
+        "with Cuda 12.1.\n",
+        "nccl-cuda-library-mismatch", "high", None),
     # Open MPI opal/mca/btl/vader help-btl-vader.txt [sys-limit], Docker's 64 MB /dev/shm
     "ompi-vader-shm": (
         "--------------------------------------------------------------------------\n"
