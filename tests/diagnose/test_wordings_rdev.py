@@ -144,6 +144,29 @@ CASES = {
         "match the version used to compile Pytorch binaries.  Pytorch binaries were compiled "
         "with Cuda 12.1.\n",
         "nccl-cuda-library-mismatch", "high", None),
+    # pip's dependency resolver report after installing another NCCL wheel over torch's
+    "pip-nccl-conflict": (
+        "ERROR: pip's dependency resolver does not currently take into account all the packages "
+        "that are installed. This behaviour is the source of the following dependency conflicts.\n"
+        "torch 2.1.0 requires nvidia-nccl-cu12==2.18.1; platform_system == \"Linux\", but you "
+        "have nvidia-nccl-cu12 2.19.3 which is incompatible.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # libnvidia-container with a CUDA 12.2 image on a CUDA 11 driver
+    "container-cuda-requirement": (
+        "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.2, please "
+        "update your driver to a newer version, or use an earlier cuda container: unknown.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # NGC container entrypoint banner, the sentence wrapped as the banner prints it
+    "ngc-driver-too-old": (
+        "ERROR: This container was built for NVIDIA Driver Release 530.30 or later, but\n"
+        "       version 470.82.01 was detected and compatibility mode is UNAVAILABLE.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # NGC container entrypoint banner for a container started without --gpus
+    "ngc-no-driver": (
+        "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n"
+        "   Use the NVIDIA Container Toolkit to start this container with GPU support; see\n"
+        "   https://docs.nvidia.com/datacenter/cloud-native/ .\n",
+        "cuda-unavailable", "low", None),
     # Open MPI opal/mca/btl/vader help-btl-vader.txt [sys-limit], Docker's 64 MB /dev/shm
     "ompi-vader-shm": (
         "--------------------------------------------------------------------------\n"
@@ -197,6 +220,11 @@ def test_backend_init_reason_decides(tmp_path: Path, text: str, rule: str) -> No
     ("docker run --device=/dev/kfd --device=/dev/dri --group-add video rocm/pytorch\n"
      "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB\n",
      "cuda-unavailable"),
+    # the NGC banner of a CPU-only run is a weak hint: a real cause later in the log wins
+    ("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n"
+     "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+     "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+     "address already in use\n", "cuda-unavailable"),
     # tensors on two devices is not an index beyond the visible devices
     ("RuntimeError: Expected all tensors to be on the same device, but found at least two "
      "devices, cuda:0 and cuda:1!\n", "cuda-invalid-device-ordinal"),
