@@ -144,13 +144,6 @@ CASES = {
         "match the version used to compile Pytorch binaries.  Pytorch binaries were compiled "
         "with Cuda 12.1.\n",
         "nccl-cuda-library-mismatch", "high", None),
-    # pip's dependency resolver report after installing another NCCL wheel over torch's
-    "pip-nccl-conflict": (
-        "ERROR: pip's dependency resolver does not currently take into account all the packages "
-        "that are installed. This behaviour is the source of the following dependency conflicts.\n"
-        "torch 2.1.0 requires nvidia-nccl-cu12==2.18.1; platform_system == \"Linux\", but you "
-        "have nvidia-nccl-cu12 2.19.3 which is incompatible.\n",
-        "nccl-cuda-library-mismatch", "high", None),
     # libnvidia-container with a CUDA 12.2 image on a CUDA 11 driver
     "container-cuda-requirement": (
         "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.2, please "
@@ -243,6 +236,19 @@ def test_backend_init_reason_decides(tmp_path: Path, text: str, rule: str) -> No
 ])
 def test_neighbour_not_taken(tmp_path: Path, text: str, not_rule: str) -> None:
     assert _verdict(tmp_path, text)[0] != not_rule
+
+
+def test_pip_resolver_report_is_a_hint_not_the_cause(tmp_path: Path) -> None:
+    """pip prints its resolver conflict at install time; alone it is a low-confidence library
+    mismatch, and a crash printed after it is the cause."""
+    pip = ("ERROR: pip's dependency resolver does not currently take into account all the "
+           "packages that are installed. This behaviour is the source of the following "
+           "dependency conflicts.\n"
+           "torch 2.1.0 requires nvidia-nccl-cu12==2.18.1; platform_system == \"Linux\", but you "
+           "have nvidia-nccl-cu12 2.19.3 which is incompatible.\n")
+    assert _verdict(tmp_path, pip) == ("nccl-cuda-library-mismatch", "low", None)
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert _verdict(tmp_path, pip + oom)[0] == "cuda-out-of-memory"
 
 
 def test_wrapped_prefix_names_rank(tmp_path: Path) -> None:
