@@ -51,6 +51,21 @@ CASES = {
         "prefix: torchelastic/agent/terminal_state (world_size=4, missing_ranks=[Rank 3], "
         "timeout=0:05:00)\n",
         "collective-timeout", "low", 3),
+    # torch/distributed/pipelining/_utils.py (2.9+): stages disagree on a tensor's shape
+    "pipelining-metadata": (
+        "[rank1]: torch.distributed.pipelining._utils.PipeliningMetadataError: Stage 1: recv "
+        "tensor 0: shape mismatch: torch.Size([4, 512]) vs torch.Size([2, 512])\n",
+        "collective-mismatch", "high", 1),
+    # gloo transport/tcp/pair.cc (GLOO_ERROR_MSG): a read from a peer timed out
+    "gloo-read-timeout": (
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Read "
+        "timeout [10.0.0.2]:41235\n",
+        "collective-timeout", "medium", 0),
+    # gloo transport/tcp/pair.cc: the peer's socket closed
+    "gloo-socket-closed": (
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:201] Socket "
+        "unexpectedly closed [10.0.0.2]:41235\n",
+        "peer-connection-closed", "medium", 0),
     # MPICH / Intel MPI errnames (**collective_size_mismatch), MPIR_Bcast_binomial
     "mpich-size-mismatch": (
         "Fatal error in PMPI_Bcast: Other MPI error, error stack:\n"
@@ -85,9 +100,9 @@ CASES = {
         "[ 512.1] arm-smmu-v3 arm-smmu-v3.3.auto: event 0x10 received:\n"
         "[ 512.1] arm-smmu-v3 arm-smmu-v3.3.auto: \t0x0000010000000010\n",
         "gpu-p2p-broken", "high", None),
-    # cudaGetErrorString(cudaErrorPeerAccessAlreadyEnabled): a shared, weak wording
-    "peer-already-enabled": (
-        "RuntimeError: CUDA error: peer access is already enabled\n",
+    # a reporter's finding: turning the IOMMU off (kernel command line) fixed the hang
+    "iommu-finding": (
+        "NCCL hangs in the first all_reduce on 2 GPUs; booting with iommu=pt fixed it.\n",
         "gpu-p2p-broken", "low", None),
     # a reporter's finding with NCCL_P2P_LEVEL (NCCL env docs)
     "p2p-level-finding": (
@@ -190,6 +205,7 @@ def test_wording(tmp_path: Path, name: str) -> None:
     (" \tGPU0\tGPU1\tCPU Affinity\n GPU0\t X \tNV12\t0-63\n GPU1\tNV12\t X \t0-63\n",
      "gpu-p2p-broken"),
     # a finding that did not help is no finding
+    ("Disabling the IOMMU did not change anything.\n", "gpu-p2p-broken"),
     ("Setting NCCL_IB_DISABLE=1 did not help.\n"
      "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out.\n",
      "nccl-network"),
