@@ -215,3 +215,14 @@ def test_wording(tmp_path: Path, name: str) -> None:
 ])
 def test_neighbour_not_taken(tmp_path: Path, text: str, not_rule: str) -> None:
     assert _verdict(tmp_path, text)[0] != not_rule
+
+
+def test_every_packaged_pattern_has_a_prefilter_key() -> None:
+    # the pure-Python finder (no Hyperscan) scans for each pattern's literal key; a
+    # pattern without one (no literal run of 4+ characters) would match every line there
+    from distrun.diagnose import default_rules
+    from distrun.diagnose.rules import pattern_key
+
+    keyless = [p for rule in default_rules().rule for p in rule.patterns + rule.weak
+               if not pattern_key(p)]
+    assert keyless == []
