@@ -90,6 +90,10 @@ CASES = {
     "dtensor-replicate": (
         "[rank0]: AssertionError: Replicate output[0] but local values differ across ranks\n",
         "collective-mismatch", "high", 0),
+    # ROCm TransferBench (hipDeviceCanAccessPeer is 0 for the pair)
+    "transferbench-peer": (
+        "[ERROR] Unable to enable peer access from GPU devices 1 to 0\n",
+        "gpu-p2p-broken", "high", None),
     # NVIDIA driver kernel log: Xid 74 is an NVLink error (NVIDIA Xid catalogue)
     "xid-74-nvlink": (
         "[ 8123.456] NVRM: Xid (PCI:0000:41:00): 74, pid=3321, name=python, NVLink: fatal "
