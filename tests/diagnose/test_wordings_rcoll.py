@@ -39,6 +39,27 @@ CASES = {
     "store-wait-timeout-alone": (
         "torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//0\n",
         "collective-timeout", "low", None),
+    # torch c10d Utils.hpp "Socket Timeout" (a store read), raised in a user barrier
+    "socket-timeout-training": (
+        "[rank3]: Traceback (most recent call last):\n"
+        "[rank3]:   File \"train.py\", line 88, in <module>\n"
+        "[rank3]:     dist.barrier()\n"
+        "[rank3]:   File \"/opt/torch/distributed/distributed_c10d.py\", line 4159, in barrier\n"
+        "[rank3]: torch.distributed.DistNetworkError: Socket Timeout\n",
+        "collective-timeout", "medium", 3),
+    # the same store read inside elastic's full-rank check (elastic/utils/distributed.py)
+    "socket-timeout-rendezvous": (
+        "Traceback (most recent call last):\n"
+        "  File \"/opt/torch/distributed/elastic/utils/distributed.py\", line 95, in "
+        "create_c10d_store\n"
+        "    _check_full_rank(store, world_size, timeout=timeout)\n"
+        "  File \"/opt/torch/distributed/elastic/utils/distributed.py\", line 120, in "
+        "_check_full_rank\n"
+        "    barrier(store, world_size, key_prefix=_TCP_STORE_INIT, barrier_timeout=timeout)\n"
+        "torch.distributed.DistNetworkError: Socket Timeout\n"
+        "\nThe above exception was the direct cause of the following exception:\n\n"
+        "TimeoutError: timed out waiting for all 2 members to join\n",
+        "rendezvous-timeout", "medium", None),
     # ProcessGroupGloo.cpp monitoredBarrier (libtorch_cpu, torch 2.13)
     "gloo-monitored-barrier": (
         "[rank0]: RuntimeError: Rank 0 timed out in monitoredBarrier after 30000 ms.\n",
