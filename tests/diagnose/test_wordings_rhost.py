@@ -88,6 +88,31 @@ CASES = {
         "Warning  FailedScheduling  default-scheduler  0/4 nodes are available: 4 node(s) had "
         "condition: [MemoryPressure].\n",
         "host-oom-or-killed", "low", None),
+    # Windows ERROR_COMMITMENT_LIMIT in another locale (Python OSError), Rust's "(os error 1455)"
+    "winerror-1455-localised": (
+        "OSError: [WinError 1455] Die Auslagerungsdatei ist zu klein, um diesen Vorgang "
+        "durchzufuhren\n",
+        "host-oom-or-killed", "medium", None),
+    "safetensors-os-error-1455": (
+        "safetensors_rust.SafetensorError: Error while deserializing header: "
+        "MetadataIncompleteBuffer (os error 1455)\n",
+        "host-oom-or-killed", "medium", None),
+    # Windows ERROR_NOT_ENOUGH_MEMORY
+    "winerror-8": (
+        "OSError: [WinError 8] Not enough memory resources are available to process this "
+        "command\n",
+        "host-oom-or-killed", "medium", None),
+    # Linux mm/page_alloc.c warn_alloc: can be fragmentation, so weak
+    "kernel-page-allocation-failure": (
+        "[ 8123.4] python: page allocation failure: order:4, mode:0x40dc0(GFP_KERNEL|__GFP_COMP"
+        "|__GFP_ZERO), nodemask=(null)\n",
+        "host-oom-or-killed", "low", None),
+    # DeepSpeed runtime/engine.py _get_all_zero_checkpoint_state_dicts (a warning)
+    "deepspeed-zero-paths-missing": (
+        "[WARNING] [engine.py:2960:_get_all_zero_checkpoint_state_dicts] The following zero "
+        "checkpoints paths are missing: ['ckpt/global_step10/zero_pp_rank_4_mp_rank_00_optim"
+        "_states.pt']\n",
+        "checkpoint-layout-mismatch", "low", 4),
     # torch FSDP _state_dict_utils.py (_sharded_pre_load_state_dict_hook)
     "fsdp-local-shard-size": (
         "[rank3]: AssertionError: Local shard size = 14031139 and the tensor in the state_dict "
