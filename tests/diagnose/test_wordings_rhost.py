@@ -107,6 +107,34 @@ CASES = {
         "[ 8123.4] python: page allocation failure: order:4, mode:0x40dc0(GFP_KERNEL|__GFP_COMP"
         "|__GFP_ZERO), nodemask=(null)\n",
         "host-oom-or-killed", "low", None),
+    # Hadoop YARN NodeManager ContainersMonitorImpl (Spark data preparation)
+    "yarn-container-killed": (
+        "ExecutorLostFailure (executor 3 exited caused by one of the running tasks) Reason: "
+        "Container killed by YARN for exceeding memory limits. 10.4 GB of 10 GB physical memory "
+        "used.\n",
+        "host-oom-or-killed", "medium", None),
+    "yarn-beyond-physical": (
+        "Container [pid=1234,containerID=container_1_0001_01_000002] is running beyond physical "
+        "memory limits. Current usage: 2.1 GB of 2 GB physical memory used; Killing container.\n",
+        "host-oom-or-killed", "medium", None),
+    # bash's "Killed" glued to a tqdm bar (no newline after the carriage-return redraws)
+    "tqdm-killed-glued": (
+        "Loading checkpoint shards:  50%|#####     | 1/2 [00:10<00:10, 10.5s/it]Killed\n",
+        "host-oom-or-killed", "medium", None),
+    # VS Code Jupyter extension when the kernel process dies
+    "vscode-kernel-crashed": (
+        "The Kernel crashed while executing code in the current cell or a previous cell. Please "
+        "review the code in the cell(s) to identify a possible cause of the failure.\n",
+        "host-oom-or-killed", "low", None),
+    # torch >= 2.5 torch/distributed/elastic/multiprocessing/api.py _close
+    "elastic-closing-process-sigterm": (
+        "W0101 00:00:00.000 1 torch/distributed/elastic/multiprocessing/api.py:897] Closing "
+        "process 4242 via signal SIGTERM\n",
+        "elastic-summary-no-root-cause", "low", None),
+    "elastic-closing-process-sighup": (
+        "W0101 00:00:00.000 1 torch/distributed/elastic/multiprocessing/api.py:897] Closing "
+        "process 4243 via signal SIGHUP\n",
+        "stopped-externally", "high", None),
     # torch FSDP _state_dict_utils.py (_sharded_pre_load_state_dict_hook)
     "fsdp-local-shard-size": (
         "[rank3]: AssertionError: Local shard size = 14031139 and the tensor in the state_dict "
