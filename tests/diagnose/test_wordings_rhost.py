@@ -140,6 +140,20 @@ CASES = {
         "[rank3]: AssertionError: Local shard size = 14031139 and the tensor in the state_dict "
         "is 56124554.\n",
         "checkpoint-layout-mismatch", "high", 3),
+    # DeepSpeed 0.19 runtime/state_dict_factory.py (SDLoaderBase.check_ckpt_list)
+    "deepspeed-mp-world-size": (
+        "AssertionError: checkpoint count 2 is different from saved mp_world_size 4\n",
+        "checkpoint-layout-mismatch", "high", None),
+    # DeepSpeed 0.19 checkpoint/zero_checkpoint.py
+    "deepspeed-dp-index": (
+        "AssertionError: DP index 8 >= DP degree 8\n",
+        "checkpoint-layout-mismatch", "low", None),
+    # lightning_fabric/strategies/deepspeed.py load_checkpoint (Lightning 2.x)
+    "lightning-deepspeed-unable": (
+        "[rank: 0] RuntimeError: DeepSpeed was unable to load the checkpoint. Ensure you passed "
+        "in a DeepSpeed compatible checkpoint or a single checkpoint file by setting "
+        "`DeepSpeedStrategy(..., load_full_weights=True)`.\n",
+        "checkpoint-layout-mismatch", "low", 0),
     # torch FSDP _optim_utils.py (_flatten_optim_state)
     "fsdp-optim-flat": (
         "AssertionError: tensor optim state: torch.Size([1024]) flat parameter: "
