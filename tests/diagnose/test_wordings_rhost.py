@@ -213,6 +213,30 @@ CASES = {
         "  Warning  BackoffLimitExceeded  2m  job-controller  Job has reached the specified "
         "backoff limit\n",
         "elastic-summary-no-root-cause", "low", None),
+    # sagemaker-training-toolkit errors.py (the script's stderr was not captured)
+    "sagemaker-user-script": (
+        "sagemaker_training.errors.ExecuteUserScriptError: ExecuteUserScriptError:\n"
+        "ExitCode 1\nErrorMessage \"\"\nCommand \"/opt/conda/bin/python3.9 train.py\"\n",
+        "elastic-summary-no-root-cause", "medium", None),
+    # kubelet event (CrashLoopBackOff)
+    "k8s-crashloop": (
+        "  Warning  BackOff  2m (x10 over 5m)  kubelet  Back-off restarting failed container "
+        "trainer in pod job-0\n",
+        "elastic-summary-no-root-cause", "low", None),
+    # docker compose service summary; 137 is the OOM killer's SIGKILL, 143 a docker stop
+    "compose-exit-1": (
+        "trainer-1 exited with code 1\n", "elastic-summary-no-root-cause", "low", None),
+    "compose-exit-137": (
+        "trainer-1 exited with code 137\n", "host-oom-or-killed", "medium", None),
+    # Slurm contribs/seff
+    "seff-failed": (
+        "Job ID: 4242\nCluster: c1\nState: FAILED (exit code 1)\n",
+        "elastic-summary-no-root-cause", "low", None),
+    # PBS Pro / Torque job end record: 256 + signal number
+    "pbs-exit-status-sigkill": (
+        "Exit_status=265\nresources_used.mem=62914560kb\n", "host-oom-or-killed", "medium", None),
+    "pbs-exit-status-sigterm": (
+        "Exit_status=271\nresources_used.walltime=24:00:04\n", "stopped-externally", "high", None),
     # systemd unit stopped
     "systemd-sigterm": (
         "systemd[1]: train.service: Main process exited, code=killed, status=15/TERM\n",
