@@ -74,6 +74,30 @@ CASES = {
         "RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY) "
         "-6 (PI_ERROR_OUT_OF_HOST_MEMORY)\n",
         "host-oom-or-killed", "medium", None),
+    # Ray 1.x python/ray/memory_monitor.py
+    "ray1-out-of-memory": (
+        "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node n1 is used "
+        "(59.49 / 62.58 GB).\n",
+        "host-oom-or-killed", "medium", None),
+    # dask distributed/nanny.py (worker memory limit)
+    "dask-memory-budget": (
+        "distributed.nanny.memory - WARNING - Worker tcp://127.0.0.1:40000 (pid=4242) exceeded "
+        "95% memory budget. Restarting...\n",
+        "host-oom-or-killed", "medium", None),
+    # Apache Arrow memory_pool.cc (datasets / pandas loading)
+    "arrow-malloc": (
+        "pyarrow.lib.ArrowMemoryError: malloc of size 8589934592 failed\n",
+        "host-oom-or-killed", "medium", None),
+    # OpenCV core/src/alloc.cpp OutOfMemoryError
+    "opencv-insufficient-memory": (
+        "cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/alloc.cpp:73: error: "
+        "(-4:Insufficient memory) Failed to allocate 1073741824 bytes in function "
+        "'OutOfMemoryError'\n",
+        "host-oom-or-killed", "medium", None),
+    # bash job report in a German locale (glibc de.po: "Killed" -> "Getötet")
+    "bash-killed-german": (
+        "train.sh: Zeile 3:  4242 Getötet                 python train.py\n",
+        "host-oom-or-killed", "low", None),
     # C++ new failing (libstdc++ terminate handler): shared with corrupt sizes, so weak
     "bad-alloc-terminate": (
         "terminate called after throwing an instance of 'std::bad_alloc'\n"
