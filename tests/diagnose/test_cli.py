@@ -202,3 +202,19 @@ def test_an_error_after_a_long_progress_bar_on_the_same_line_is_found(
     assert main([str(log)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Root cause: Device out of memory") and f"{log}:{lines_before + 1}" in out
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"]], ids=["text", "json"])
+def test_a_reader_that_leaves_early_gets_no_traceback(flags: list[str]) -> None:
+    """``distrun diagnose LOG | head``: the reader closes the pipe; distrun stops quietly with
+    141 (128 + SIGPIPE), like a shell tool, instead of printing a BrokenPipeError traceback."""
+    case = str(CORPUS / "collective" / "watchdog-all-ranks.log")
+    entry = "import sys; from distrun.cli.main import entry; sys.argv[0] = 'distrun'; entry()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, "diagnose", case, *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first write
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err

@@ -98,6 +98,11 @@ CASES = {
     "bash-killed-german": (
         "train.sh: Zeile 3:  4242 Getötet                 python train.py\n",
         "host-oom-or-killed", "low", None),
+    # the same in a Simplified Chinese locale (glibc zh_CN.po: "Killed" -> "已杀死"), a strong
+    # wording of its own
+    "bash-killed-chinese": (
+        "run.sh: 行 3:  4242 已杀死               python train.py\n",
+        "host-oom-or-killed", "medium", None),
     # C++ new failing (libstdc++ terminate handler): shared with corrupt sizes, so weak
     "bad-alloc-terminate": (
         "terminate called after throwing an instance of 'std::bad_alloc'\n"

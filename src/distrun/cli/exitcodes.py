@@ -13,4 +13,5 @@ PREFLIGHT = 3
 INTERNAL = 4
 STALLED = EXIT_STALLED  # distrun stopped the job after a stall or a hang, like timeout(1)
 SIGINT = 130
+SIGPIPE = 141  # the reader of stdout left (a pipe into head), like a shell tool killed by SIGPIPE
 SIGTERM = 143

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from distrun.cli import exitcodes
@@ -60,6 +61,9 @@ def entry() -> None:
         code = main()
     except KeyboardInterrupt:
         code = exitcodes.SIGINT
+    except BrokenPipeError:  # the reader left (``distrun diagnose LOG | head``): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = exitcodes.SIGPIPE
     sys.exit(code)
 
 
