@@ -192,12 +192,17 @@ _TAIL_SRUN = ("a hang is read from a log with no error line (rules.toml 'tail');
 _DUP_RANKS = "scheduler/e-lightning-two-nodes-duplicate-global-ranks.log"
 _ONE_WRITER = ("the shape says one process wrote every line: a line it wrote twice in a row "
                "is a copy (a tee, a second log handler), which rules.toml 'repeated' ignores")
+_ONE_LINE_WAITERS = ("the rank the others waited for is the one missing among the ranks that "
+                     "timed out; joined into one line, their timeouts read as one rank's")
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("flat-space", "memory/g-lambdalabs-sd-summoning-checkpoint-killed.log"): _BARE_KILLED,
     ("flat-space", "memory/g-gpt2-finetune-training-killed-cpu-oom.log"): _BARE_KILLED,
     ("flat-space", "collective/b-dup-gpu-atmorep-srun-label.log"):
         "srun's '3: ' label in the middle of a joined line cannot be told from text",
     ("flat-space", "jax/register-barrier-timeout.log"): _TASK_NAMED,
+    **{("flat-space", case): _ONE_LINE_WAITERS for case in (
+        "collective/e-llamafactory-tokenizer-30min-allreduce.log",
+        "collective/e-yolov5-60s-timeout-label-scan.log")},
     ("cut-80", "jax/register-barrier-timeout.log"): _TASK_NAMED,
     ("words-80", "jax/register-barrier-timeout.log"): _TASK_NAMED,
     ("cut-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,

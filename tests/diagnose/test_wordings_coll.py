@@ -81,15 +81,15 @@ CASES = {
     "flight-recorder-missing": (
         "Not all ranks joining collective, sequence number: 12\n",
         "collective-timeout", "medium", None),
-    # ProcessGroupNCCL heartbeat monitor (torch 2.3+): the watchdog thread itself hung,
-    # most often at exit while the interpreter tears down; alone it is only a hint.
+    # ProcessGroupNCCL heartbeat monitor (torch 2.3+): the watchdog thread itself hung (a CUDA
+    # or NCCL call that never returned), mid-run more often than at exit; alone only a hint.
     "heartbeat-watchdog-hang": (
         "[rank2]:[F205 18:19:06 ProcessGroupNCCL.cpp:1614] [PG ID 17 PG GUID 137 Rank 2] "
         "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL "
         "watchdog hang.\n"
         "W0205 18:19:08.782000 4021 torch/distributed/elastic/multiprocessing/api.py:900] "
         "Sending process 4086 closing signal SIGTERM\n",
-        "exit-time-abort", "low", 2),
+        "collective-timeout", "low", 2),
     # CUDA driver API CUDA_ERROR_DEINITIALIZED (4): "the CUDA driver is in the process of
     # shutting down"; capped at medium by the rule
     "cuda-deinitialized": (
@@ -388,8 +388,26 @@ def test_only_consequences_point_at_the_rank_that_did_not_time_out(tmp_path: Pat
     log = tmp_path / "job.log"
     log.write_text("".join(line.format(r=r) for r in (0, 1, 3)))
     root = diagnose([log]).causes[0]
-    assert (root.rule.id, root.confidence) == ("collective-timeout", "medium")
-    assert "the logs of the ranks other than 0, 1, 3" in root.note
+    assert (root.rule.id, root.confidence, root.rank) == ("collective-timeout", "medium", 2)
+    assert "look in the log of rank 2 (it did not report the timeout" in root.note
+
+
+@pytest.mark.parametrize(("waiting", "rank", "note"), [
+    ((1, 2, 3), 0, "look in the log of rank 0 ("),  # rank 0 busy (tokenising, evaluating)
+    ((0, 3), 0, "look in the logs of ranks 1, 2 ("),  # two missing: no single rank named
+    ((3,), 3, "the logs of the ranks other than 3"),  # one waiter pasted: nothing to infer
+    ((0, 1, 2), 0, "the logs of the ranks other than 0, 1, 2"),  # the missing rank is above
+])
+def test_a_pasted_timeout_names_the_rank_the_others_waited_for(
+        tmp_path: Path, waiting: tuple[int, ...], rank: int, note: str) -> None:
+    line = ("[rank{r}]:[E ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1024, "
+            "NumelOut=1024, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n")
+    log = tmp_path / "job.log"
+    log.write_text("".join(line.format(r=r) for r in waiting))
+    root = diagnose([log]).causes[0]
+    assert (root.rule.id, root.rank) == ("collective-timeout", rank)
+    assert note in root.note
 
 
 def test_summary_flattened_onto_one_line_still_names_the_root_cause_rank(tmp_path: Path) -> None:

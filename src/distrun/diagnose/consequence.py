@@ -138,13 +138,20 @@ def dump_mismatch_hits(dumps: list[Hit]) -> list[Hit]:
     return []
 
 
+def suspects(secondary: list[Hit], info: RunInfo) -> list[int]:
+    """The ranks the others waited for: named by a monitored barrier or the launcher's
+    summary, else the ranks of the run (or, in a pasted log, below the highest rank that
+    timed out) that did not report the collective timeout the others did."""
+    return _named_suspects(secondary) or _silent_ranks(secondary, info) or _gap_ranks(secondary)
+
+
 def where_to_look(secondary: list[Hit], info: RunInfo) -> str:
     """One sentence: these are consequences; the cause must be in this rank's log."""
     first = min(secondary, key=Hit.key)
-    suspects = _named_suspects(secondary) or _silent_ranks(secondary, info)
-    if suspects:
-        ranks = ", ".join(str(r) for r in suspects)
-        target = f"the log of rank {ranks}" if len(suspects) == 1 else f"the logs of ranks {ranks}"
+    suspected = suspects(secondary, info)
+    if suspected:
+        ranks = ", ".join(str(r) for r in suspected)
+        target = f"the log of rank {ranks}" if len(suspected) == 1 else f"the logs of ranks {ranks}"
         why = _why(secondary, info)
     elif _timed_out(secondary):
         waiting = _timed_out(secondary)
@@ -225,6 +232,15 @@ def _silent_ranks(secondary: list[Hit], info: RunInfo) -> list[int]:
     if not reported or not world:
         return []
     return sorted(world - reported)
+
+
+def _gap_ranks(secondary: list[Hit]) -> list[int]:
+    """In a pasted log with no run record: the ranks below the highest one that timed out
+    which did not report the timeout (ranks count from 0; two or more waiters needed)."""
+    waiting = _timed_out(secondary)
+    if len(waiting) < 2:
+        return []
+    return sorted(set(range(max(waiting) + 1)) - set(waiting))
 
 
 def _why(secondary: list[Hit], info: RunInfo) -> str:

@@ -39,6 +39,7 @@ from distrun.diagnose.consequence import (
     first_failure_rank,
     mismatch_hits,
     repeated_hits,
+    suspects,
     where_to_look,
 )
 from distrun.diagnose.hit import Hit
@@ -304,9 +305,7 @@ def decide(
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
         causes = _causes(ordered, [], rules, info, False)
         note = where_to_look(secondary, info)
-        named = _summary_rank(secondary, rules)
-        rank = named if causes[0].rule.category == "launcher" and named is not None \
-            else causes[0].rank
+        rank = _waited_for(causes[0], secondary, rules, info)
         # Consequences name no cause: medium at most, low when only weak wordings matched.
         level = max(causes[0].confidence, "medium", key=CONFIDENCES.index)
         causes = (replace(causes[0], confidence=level, note=note, rank=rank), *causes[1:])
@@ -316,6 +315,16 @@ def decide(
     if unknown and unknown[0].rank is None and named is not None:
         unknown = (replace(unknown[0], rank=named), *unknown[1:])
     return Diagnosis((), unknown, failed_exits, files)
+
+
+def _waited_for(cause: Cause, secondary: list[Hit], rules: RuleSet, info: RunInfo) -> int | None:
+    """The rank an only-consequences verdict names: the launcher's first failure, else the
+    one rank the others waited for, else the rank of the consequence itself."""
+    named = _summary_rank(secondary, rules)
+    if cause.rule.category == "launcher" and named is not None:
+        return named
+    suspected = suspects(secondary, info)
+    return suspected[0] if len(suspected) == 1 else cause.rank
 
 
 def _from_hints(hints: list[Hit], consequences: bool) -> list[Hit]:
