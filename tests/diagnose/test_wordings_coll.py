@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.diagnose.wording import verdict_of_text as _verdict
 
 from distrun.diagnose import diagnose
 
@@ -236,15 +237,6 @@ CASES = {
         "distrun: stopping the job: waiting cannot succeed\n",
         "collective-mismatch", "high", 1),
 }
-
-
-def _verdict(tmp_path: Path, text: str) -> tuple[str | None, str | None, int | None]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    result = diagnose([log])
-    if not result.causes:
-        return None, None, result.unrecognised[0].rank if result.unrecognised else None
-    return result.causes[0].rule.id, result.confidence, result.causes[0].rank
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from distrun.diagnose import diagnose
+from tests.diagnose.wording import verdict_of_text as _verdict
 
 # (log text, rule id, confidence, rank or None)
 CASES = {
@@ -179,15 +178,6 @@ CASES = {
         "void**) () from /usr/lib/x86_64-linux-gnu/libnccl.so.2\n",
         "shm-bus-error", "high", None),
 }
-
-
-def _verdict(tmp_path: Path, text: str) -> tuple[str | None, str | None, int | None]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    result = diagnose([log])
-    if not result.causes:
-        return None, None, result.unrecognised[0].rank if result.unrecognised else None
-    return result.causes[0].rule.id, result.confidence, result.causes[0].rank
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

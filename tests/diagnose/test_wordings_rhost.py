@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from distrun.diagnose import diagnose
+from tests.diagnose.wording import verdict_of_text as _verdict
 
 # (log text, rule id, confidence, rank or None)
 CASES = {
@@ -307,15 +306,6 @@ CASES = {
         "cudaMalloc failed: out of memory\n",
         "cuda-out-of-memory", "high", None),
 }
-
-
-def _verdict(tmp_path: Path, text: str) -> tuple[str | None, str | None, int | None]:
-    log = tmp_path / "job.log"
-    log.write_text(text)
-    result = diagnose([log])
-    if not result.causes:
-        return None, None, result.unrecognised[0].rank if result.unrecognised else None
-    return result.causes[0].rule.id, result.confidence, result.causes[0].rank
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

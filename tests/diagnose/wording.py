@@ -1,0 +1,18 @@
+"""What a user sees for one short log: shared by the wording tests (test_wordings_*.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distrun.diagnose import diagnose
+
+
+def verdict_of_text(tmp_path: Path, text: str) -> tuple[str | None, str | None, int | None]:
+    """(rule id, confidence, rank) of the root cause of ``text`` written as one log; for
+    "no known cause", (None, None, the rank of the earliest unrecognised error line)."""
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    result = diagnose([log])
+    if not result.causes:
+        return None, None, result.unrecognised[0].rank if result.unrecognised else None
+    return result.causes[0].rule.id, result.confidence, result.causes[0].rank
