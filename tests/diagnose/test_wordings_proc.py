@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.diagnose.wording import verdict_of_text as _diagnose
 
 from distrun.diagnose import diagnose
 
@@ -242,15 +243,6 @@ CASES: list[tuple[str, str, str, int | None]] = [
      "    local_world_size = int(os.environ[\"LOCAL_WORLD_SIZE\"])\n"
      "KeyError: 'LOCAL_WORLD_SIZE'\n", "no-launcher", "high", None),
 ]
-
-
-def _diagnose(tmp_path: Path, text: str) -> tuple[str, str | None, int | None]:
-    log = tmp_path / "job.log"
-    log.write_text(text, encoding="utf-8")
-    result = diagnose([log])
-    assert result.causes, f"no cause for: {text!r}"
-    root = result.causes[0]
-    return root.rule.id, root.confidence, root.rank
 
 
 @pytest.mark.parametrize(("text", "rule", "confidence", "rank"), CASES,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.diagnose.wording import verdict_of_text as _diagnose
 
 from distrun.diagnose import diagnose
 
@@ -215,15 +216,6 @@ CASES: list[tuple[str, str, str, int | None]] = [
      "error code is 7\n",
      "ascend-hccl", "medium", None),
 ]
-
-
-def _diagnose(tmp_path: Path, text: str) -> tuple[str, str | None, int | None]:
-    log = tmp_path / "job.log"
-    log.write_text(text, encoding="utf-8")
-    result = diagnose([log])
-    assert result.causes, f"no cause for: {text!r}"
-    root = result.causes[0]
-    return root.rule.id, root.confidence, root.rank
 
 
 @pytest.mark.parametrize(("text", "rule", "confidence", "rank"), CASES,

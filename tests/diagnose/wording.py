@@ -11,7 +11,7 @@ def verdict_of_text(tmp_path: Path, text: str) -> tuple[str | None, str | None, 
     """(rule id, confidence, rank) of the root cause of ``text`` written as one log; for
     "no known cause", (None, None, the rank of the earliest unrecognised error line)."""
     log = tmp_path / "job.log"
-    log.write_text(text)
+    log.write_text(text, encoding="utf-8")
     result = diagnose([log])
     if not result.causes:
         return None, None, result.unrecognised[0].rank if result.unrecognised else None
