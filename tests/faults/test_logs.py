@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from distrun.launch.logs import StampedWriter, Tailer
-from tests.conftest import run_cli
+from tests.conftest import cli_env, run_cli
 
 SCRIPT = Path(__file__).parent / "scripts_flood.py"
 
@@ -58,3 +60,46 @@ def test_two_ranks_printing_a_million_lines_each_lose_none(tmp_path: Path, marke
         assert count == 1_000_000, f"rank {rank}: {count} of 1000000 lines"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["logs_complete"] is True
+
+
+class GonePipe:
+    """A console whose reader left: every write fails as a closed pipe does."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_console_that_went_away_loses_no_rank_log_line(tmp_path: Path) -> None:
+    out = tmp_path / "rank.log"
+    with open(out, "w", encoding="utf-8") as sink:
+        writer = StampedWriter(sink, "out", threading.Lock(), GonePipe(), "[0] ")  # type: ignore[arg-type]
+        for i in range(100):
+            writer.write_lines([f"step {i}\n"])
+    assert len(out.read_text().splitlines()) == 100
+
+
+@pytest.mark.timeout(180)
+def test_launch_piped_into_head_keeps_every_line_and_the_job_status(
+        tmp_path: Path, marker: str) -> None:
+    """``distrun launch ... | head -1``: the reader leaves while the ranks still print; the
+    job runs to the end, exits 0, every rank log is whole and no traceback is printed."""
+    script = tmp_path / "talk.py"
+    script.write_text("import os, time\nr = os.environ['RANK']\nfor i in range(40):\n"
+                      "    print(f'rank {r} step {i}', flush=True)\n    time.sleep(0.02)\n")
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "distrun.cli.main", "launch",
+                             "--nproc-per-node", "2", "--run-dir", str(run), str(script)],
+                            cwd=tmp_path, env=cli_env({"DISTRUN_TEST_MARK": marker}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like head -1
+    _, err = proc.communicate(timeout=150)
+    assert proc.returncode == 0, err[-2000:]
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
+    for rank in (0, 1):
+        lines = (run / "logs" / f"rank-{rank}.log").read_text().splitlines()
+        assert sum(f"rank {rank} step" in line for line in lines) == 40

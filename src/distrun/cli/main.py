@@ -62,9 +62,18 @@ def entry() -> None:
     except KeyboardInterrupt:
         code = exitcodes.SIGINT
     except BrokenPipeError:  # the reader left (``distrun diagnose LOG | head``): no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         code = exitcodes.SIGPIPE
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # what is left for a reader that left: the status
+        _drop_stdout()                     # stays the command's (a job's own, for launch)
     sys.exit(code)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -55,8 +55,17 @@ class StampedWriter:
                 if isinstance(exc, OSError):
                     spared(exc, f"{getattr(self.sink, 'name', 'a rank log')}: lines lost")
         if self.echo is not None:
+            self._echo(lines)
+
+    def _echo(self, lines: list[str]) -> None:
+        """Copy the lines to the console; a console that went away (``distrun launch ... |
+        head``, a closed terminal) stops the copy, never the rank log nor the job."""
+        assert self.echo is not None
+        try:
             self.echo.write("".join(self.echo_prefix + line for line in lines))
             self.echo.flush()
+        except (OSError, ValueError):
+            self.echo = None
 
     def write(self, text: str) -> int:
         self.write_lines([text if text.endswith("\n") else text + "\n"])
