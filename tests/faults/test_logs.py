@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -103,3 +104,13 @@ def test_launch_piped_into_head_keeps_every_line_and_the_job_status(
     for rank in (0, 1):
         lines = (run / "logs" / f"rank-{rank}.log").read_text().splitlines()
         assert sum(f"rank {rank} step" in line for line in lines) == 40
+
+
+def test_a_node_relay_keeps_reading_after_the_console_went_away() -> None:
+    """``--hostfile`` relays each node's ssh output; a console that went away must not stop
+    the reading, or the node's ssh would block on a full pipe and the job with it."""
+    from distrun.launch.fanout import _relay
+
+    node = io.StringIO("".join(f"rank 3 step {i}\n" for i in range(10_000)))
+    _relay(node, "[node1] ", GonePipe())  # type: ignore[arg-type]
+    assert node.read() == ""  # every line was read

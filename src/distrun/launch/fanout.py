@@ -133,9 +133,17 @@ def node_commands(argv: Sequence[str], script_at: int, req: Request, hosts: Sequ
 
 
 def _relay(stream: IO[str], prefix: str, sink: IO[str]) -> None:
+    """Copy a node's output to the console; when the console goes away (a pipe into head),
+    keep reading, so the node's ssh never blocks on a full pipe and the job goes on."""
+    shown: IO[str] | None = sink
     for line in stream:
-        sink.write(prefix + line.replace("\r", ""))
-        sink.flush()
+        if shown is None:
+            continue
+        try:
+            shown.write(prefix + line.replace("\r", ""))
+            shown.flush()
+        except (OSError, ValueError):
+            shown = None
 
 
 def run_all(commands: Sequence[list[str]], hosts: Sequence[Host]) -> int:
