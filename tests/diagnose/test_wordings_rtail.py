@@ -95,6 +95,11 @@ HANGS = {
         "as rank 0. Full state: {'status': 'joinable', 'version': '1', 'participants': [0]}\n"
         "INFO:torch.distributed.elastic.rendezvous.etcd_rendezvous:Waiting for remaining "
         "peers.\n", "rendezvous-timeout"),
+    # torch 1.8 - 2.0 distributed_c10d._store_based_barrier (INFO): rank 0 added its key and
+    # waits for the other ranks of init_process_group to add theirs
+    "store-barrier-added-key": (
+        "INFO:torch.distributed.distributed_c10d:Added key: store_based_barrier_key:1 to store "
+        "for rank: 0\n", "world-size-mismatch"),
 }
 
 
@@ -139,6 +144,11 @@ GOES_ON = {
         "I0612 10:01:09.551000 22841 torch/distributed/elastic/agent/server/api.py:553] "
         "[default] Rendezvous complete for workers. Result:\n  restart_count=0\n"
         "  master_addr=node0\n  master_port=29500\n  group_rank=0\n  group_world_size=2\n"),
+    # torch >= 1.10 distributed_c10d: every rank added its key
+    "store-barrier-completed": (
+        "store-barrier-added-key",
+        "INFO:torch.distributed.distributed_c10d:Rank 0: Completed store-based barrier for "
+        "key:store_based_barrier_key:1 with 2 nodes.\n"),
     "etcd-peers-arrived": (
         "rdzv-etcd-peers",
         "INFO:torch.distributed.elastic.rendezvous.etcd_rendezvous:All peers arrived. "
