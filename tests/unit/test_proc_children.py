@@ -38,8 +38,20 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(pid).kill()
     proc.wait(timeout=10)
-    assert not [p for p in family if psutil.pid_exists(p)
-                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    deadline = time.monotonic() + 10  # a killed process takes a moment to be gone
+    while _alive(family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(family)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """The pids still running (a zombie, waiting for its reaper, is no longer running)."""
+    alive = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+    return alive
 
 
 @pytest.mark.timeout(60)
