@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from distrun.errors import UsageError
+from distrun.launch.console import to_console
 from distrun.model.invocation import DEFAULT_PORT
 from distrun.model.plan import Request
 from distrun.model.userfile import read_user_text
@@ -137,13 +138,7 @@ def _relay(stream: IO[str], prefix: str, sink: IO[str]) -> None:
     keep reading, so the node's ssh never blocks on a full pipe and the job goes on."""
     shown: IO[str] | None = sink
     for line in stream:
-        if shown is None:
-            continue
-        try:
-            shown.write(prefix + line.replace("\r", ""))
-            shown.flush()
-        except (OSError, ValueError):
-            shown = None
+        shown = to_console(shown, prefix + line.replace("\r", ""))
 
 
 def run_all(commands: Sequence[list[str]], hosts: Sequence[Host]) -> int:

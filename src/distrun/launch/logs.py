@@ -23,6 +23,7 @@ from typing import IO
 
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, LogsDest, Std
 
+from distrun.launch.console import to_console
 from distrun.model.rundir import RunDir, spared, utc_now
 
 POLL_S = 0.05
@@ -55,17 +56,7 @@ class StampedWriter:
                 if isinstance(exc, OSError):
                     spared(exc, f"{getattr(self.sink, 'name', 'a rank log')}: lines lost")
         if self.echo is not None:
-            self._echo(lines)
-
-    def _echo(self, lines: list[str]) -> None:
-        """Copy the lines to the console; a console that went away (``distrun launch ... |
-        head``, a closed terminal) stops the copy, never the rank log nor the job."""
-        assert self.echo is not None
-        try:
-            self.echo.write("".join(self.echo_prefix + line for line in lines))
-            self.echo.flush()
-        except (OSError, ValueError):
-            self.echo = None
+            self.echo = to_console(self.echo, "".join(self.echo_prefix + line for line in lines))
 
     def write(self, text: str) -> int:
         self.write_lines([text if text.endswith("\n") else text + "\n"])
