@@ -58,6 +58,21 @@ def test_oom_on_one_rank_is_root_cause_and_timeouts_are_consequences(tmp_path: P
     assert len(result["causes"]) == 1
 
 
+@pytest.mark.parametrize(("exitcode", "expected"), [(0, None), (124, "slurm-allocation-mismatch")])
+def test_a_run_that_ended_with_0_is_no_hang_whatever_its_log_ends_with(
+        tmp_path: Path, exitcode: int, expected: str | None) -> None:
+    """Lightning warns that srun is not used and prints nothing after it in a short healthy
+    run: a hang tail; the run record says the job ended with 0, so nothing failed (seen on
+    examples/lightning_trainer.py under distrun launch). A job distrun stopped keeps it."""
+    warning = ("slurm.py:204: The `srun` command is available on your system but is not "
+               "used. HINT: If your intention is to run Lightning on SLURM, prepend your python "
+               "command with `srun` like so: srun python train.py ...")
+    run = make_run(tmp_path, {0: [line(1, warning)], 1: [line(1, "step 1", "out")]},
+                   [{"time": T0 + "52.000000Z", "event": "job_finished", "exitcode": exitcode}])
+    causes = diagnose([run]).causes
+    assert (causes[0].rule.id if causes else None) == expected
+
+
 def test_earliest_primary_wins_across_ranks(tmp_path: Path) -> None:
     run = make_run(tmp_path, {
         0: [line(30, "torch.OutOfMemoryError: CUDA out of memory.")],

@@ -279,6 +279,22 @@ def test_lightning_slurm_run_that_went_on_is_not_a_hang(tmp_path: Path) -> None:
     assert not result.causes and not result.unrecognised
 
 
+def test_lightning_fit_that_ended_after_the_srun_hint_is_not_a_hang(tmp_path: Path) -> None:
+    # examples/lightning_trainer.py's rank-0 log under distrun launch (Lightning 2.6): no
+    # model summary, no registration line, then fit_loop.py's end of fit
+    log = tmp_path / "rank-0.log"
+    log.write_text(
+        "GPU available: False, used: False\n"
+        "/x/lightning/fabric/plugins/environments/slurm.py:204: The `srun` command is available on "
+        "your system but is not used. HINT: If your intention is to run Lightning on SLURM, "
+        "prepend your python command with `srun` like so: srun python fit.py ...\n"
+        "lightning_trainer: 2 ranks on cpu (gloo): loss 6.4608 -> 0.0443\n"
+        "`Trainer.fit` stopped: `max_epochs=4` reached.\n",
+        encoding="utf-8")
+    result = diagnose([log])
+    assert not result.causes and not result.unrecognised
+
+
 def test_slurm_hint_before_a_real_error_names_the_error(tmp_path: Path) -> None:
     # the tail only speaks for a log with no error line at all
     log = tmp_path / "job.log"

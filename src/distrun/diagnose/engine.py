@@ -292,7 +292,8 @@ def decide(
     derived = mismatch_hits(secondary) or dump_mismatch_hits(dumps)
     primary = sorted(primary + derived, key=lambda h: (not h.strong, h.key()))
     if not (primary or generic):
-        primary = _from_hints(sorted(hints, key=Hit.key), bool(secondary))
+        # a run whose record says it ended with 0 did not hang, whatever its logs end with
+        primary = _from_hints(sorted(hints, key=Hit.key), bool(secondary) or info.job_exitcode == 0)
     if primary and (_weak_after_unknown(primary[0], generic)
                     or _weak_after_consequence(primary[0], secondary, rules)):
         primary = []  # a wording other failures share explains no error that came before it
@@ -327,14 +328,15 @@ def _waited_for(cause: Cause, secondary: list[Hit], rules: RuleSet, info: RunInf
     return suspected[0] if len(suspected) == 1 else cause.rank
 
 
-def _from_hints(hints: list[Hit], consequences: bool) -> list[Hit]:
+def _from_hints(hints: list[Hit], no_hang: bool) -> list[Hit]:
     """Logs with no cause and no unknown error: a line printed twice by two processes
-    (derived; the consequences it leads to may follow), else, with no error line at all,
-    what a hung job printed last (a weak wording)."""
+    (derived; the consequences it leads to may follow), else, with no error line at all and
+    nothing (consequences, a clean end in the run record) that rules out a hang, what a hung
+    job printed last (a weak wording)."""
     repeats = repeated_hits([h for h in hints if h.rule_id.startswith(REPEATED_PREFIX)])
     if repeats:
         return [replace(h, rule_id=h.rule_id[len(REPEATED_PREFIX):]) for h in repeats]
-    if consequences:
+    if no_hang:
         return []
     return [replace(h, rule_id=h.rule_id[len(TAIL_PREFIX):], strong=False)
             for h in hints if h.rule_id.startswith(TAIL_PREFIX)]
