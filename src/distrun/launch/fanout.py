@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
@@ -141,17 +142,36 @@ def _relay(stream: IO[str], prefix: str, sink: IO[str]) -> None:
         shown = to_console(shown, prefix + line.replace("\r", ""))
 
 
+def first_failure(procs: Sequence[subprocess.Popen[str]], poll_s: float = 0.2
+                  ) -> tuple[int, int | None]:
+    """Wait until every node ended with 0 (``(0, None)``) or one ended with another status:
+    ``(status, its index)``. A node that fails does not wait for the others: torchrun's agent on
+    a node that succeeded would wait up to 300 s at its exit barrier for the failed one."""
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = next((k for k, c in enumerate(codes) if c not in (None, 0)), None)
+        if failed is not None:
+            return codes[failed] or 0, failed
+        if all(c == 0 for c in codes):
+            return 0, None
+        time.sleep(poll_s)
+
+
 def run_all(commands: Sequence[list[str]], hosts: Sequence[Host]) -> int:
-    """Start every node's ssh, relay output with a host prefix, return the first failure."""
+    """Start every node's ssh, relay output with a host prefix; on the first node that fails,
+    hang up the others and return its status."""
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               stdin=subprocess.DEVNULL) for cmd in commands]
     relays = [threading.Thread(target=_relay, args=(p.stdout, f"[{h.name}] ", sys.stdout),
                                daemon=True) for p, h in zip(procs, hosts, strict=True)]
     for t in relays:
         t.start()
-    codes = []
+    code = 1
     try:
-        codes = [p.wait() for p in procs]
+        code, failed = first_failure(procs)
+        if failed is not None and any(p.poll() is None for p in procs):
+            print(f"distrun launch: {hosts[failed].name} ended with exit status {code}; "
+                  "stopping the other nodes", file=sys.stderr, flush=True)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -160,4 +180,4 @@ def run_all(commands: Sequence[list[str]], hosts: Sequence[Host]) -> int:
             p.wait()
     for t in relays:
         t.join(timeout=2)
-    return next((c for c in codes if c != 0), 0)
+    return code
