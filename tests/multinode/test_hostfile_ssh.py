@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import subprocess
 import sys
 import threading
@@ -249,7 +250,30 @@ def test_hostfile_launch_over_ssh_runs_every_rank(ssh_bed: SshBed, tmp_path: Pat
         assert "distrun: job succeeded (4 ranks)" in lines
         for rank in (2 * node, 2 * node + 1):  # ranks follow the hostfile's order
             assert f"worker rank={rank} world=4 host=n{node} sum=10" in lines
+        # the token is not exported here: each node says its exchange is unsigned
+        assert "the node exchange is unauthenticated: DISTRUN_JOB_TOKEN is not set" in lines
     assert not done.err.strip(), done.err
+    ssh_bed.assert_only_sshds_left()
+
+
+def test_the_job_token_reaches_every_node_and_is_shown_nowhere(ssh_bed: SshBed,
+                                                               tmp_path: Path) -> None:
+    token = secrets.token_hex(16)
+    done = launch(ssh_bed, tmp_path, env={"DISTRUN_JOB_TOKEN": token})
+    assert done.rc == 0, done.out[-4000:] + done.err[-2000:]
+    for addr in (ssh_bed.cluster.addr(0), ssh_bed.cluster.addr(1)):
+        lines = "\n".join(node_lines(done.out, addr))
+        assert "distrun: all 2 nodes joined" in lines  # a signed exchange, same key on both
+        assert "distrun: job succeeded (4 ranks)" in lines
+    assert "DISTRUN_JOB_TOKEN" not in done.out  # neither the warning nor the hand-over line
+    assert token not in done.out + done.err
+    assert len(done.argvs) > 1000  # /proc was sampled all along the run
+    assert [a for a in done.argvs if "distrun.cli.main launch --nnodes 2" in a]  # the nodes'
+    assert [a for a in done.argvs if "IFS= read -r DISTRUN_JOB_TOKEN" in a]  # their shells
+    assert not [a for a in done.argvs if token in a]
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and token.encode() in
+               p.read_bytes()]
+    assert written == []  # run directories (env.json), logs, the test's own files
     ssh_bed.assert_only_sshds_left()
 
 
