@@ -168,7 +168,7 @@ def _send_token(proc: subprocess.Popen[str], token: str) -> None:
     try:
         proc.stdin.write(token + "\n")
         proc.stdin.close()
-    except OSError:  # the ssh is gone: its exit status says why
+    except (OSError, ValueError):  # the ssh is gone (its exit status says why), or closed
         pass
 
 
@@ -195,8 +195,9 @@ def first_failure(procs: Sequence[subprocess.Popen[str]], poll_s: float = 0.2
     while True:
         codes = [p.poll() for p in procs]
         failed = next((k for k, c in enumerate(codes) if c not in (None, 0)), None)
-        if failed is not None:
-            return codes[failed] or 0, failed
+        code = codes[failed] if failed is not None else None
+        if failed is not None and code is not None:
+            return (code if code > 0 else 128 - code), failed  # ssh killed: 128 + signal
         if all(c == 0 for c in codes):
             return 0, None
         time.sleep(poll_s)
