@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shlex
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distrun.errors import UsageError
-from distrun.launch.fanout import node_commands, parse_hostfile, strip_own
+from distrun.launch.fanout import TOKEN_READY, _relay, job_token, node_commands, parse_hostfile, strip_own
 from distrun.model.plan import Request
 from distrun.plan.allocation import from_slurm
 from tests.conftest import run_cli
@@ -155,3 +156,51 @@ def test_ordinary_host_names_and_addresses_are_accepted(host: str) -> None:
 def test_nothing_starting_with_a_dash_ever_reaches_ssh(host: str) -> None:
     with pytest.raises(UsageError):
         parse_hostfile(f"{host} slots=1\n", "h")
+
+
+def test_cli_dry_run_with_a_job_token_reads_it_remotely_and_never_shows_it(tmp_path: Path
+                                                                          ) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n", encoding="utf-8")
+    (tmp_path / "hosts.txt").write_text("node-a slots=2\nnode-b slots=2\n", encoding="utf-8")
+    token = "s3cr3t-" + "f" * 24
+    done = run_cli(["launch", "--hostfile", "hosts.txt", "--dry-run", "train.py"], cwd=tmp_path,
+                   env={"DISTRUN_JOB_TOKEN": token})
+    assert done.returncode == 0, done.stderr
+    assert token not in done.stdout + done.stderr
+    for line in done.stdout.strip().splitlines():
+        remote = shlex.split(line)[-1]
+        # echo off before the token comes, on stdin, into the variable distrun launch reads
+        assert remote.startswith("stty -echo && echo 'distrun: echo off, ready for the job "
+                                 "token' && IFS= read -r DISTRUN_JOB_TOKEN && export "
+                                 "DISTRUN_JOB_TOKEN && cd ")
+    plain = run_cli(["launch", "--hostfile", "hosts.txt", "--dry-run", "train.py"], cwd=tmp_path)
+    assert "DISTRUN_JOB_TOKEN" not in plain.stdout and "stty" not in plain.stdout
+
+
+@pytest.mark.parametrize("token", ["two\nlines", "tab\there", "é" * 20, "x" * 1025])
+def test_a_token_one_terminal_line_cannot_carry_is_refused_unshown(token: str) -> None:
+    with pytest.raises(UsageError) as exc:
+        job_token({"DISTRUN_JOB_TOKEN": token})
+    assert "DISTRUN_JOB_TOKEN is longer than 1024 characters or holds a character" \
+        in str(exc.value)
+    assert token not in str(exc.value)
+    assert job_token({"DISTRUN_JOB_TOKEN": "a b~" + "x" * 1020}) is not None
+    assert job_token({"DISTRUN_JOB_TOKEN": ""}) is None and job_token({}) is None
+
+
+def test_a_refused_token_is_a_usage_error_through_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n", encoding="utf-8")
+    (tmp_path / "hosts.txt").write_text("node-a\n", encoding="utf-8")
+    done = run_cli(["launch", "--hostfile", "hosts.txt", "--dry-run", "train.py"], cwd=tmp_path,
+                   env={"DISTRUN_JOB_TOKEN": "secret\x1bline"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "DISTRUN_JOB_TOKEN is longer than 1024 characters" in done.stderr
+    assert "secret" not in done.stderr and done.stdout == ""
+
+
+def test_the_relay_answers_the_ready_line_once_and_hides_it() -> None:
+    shown, answered = io.StringIO(), []
+    lines = ["motd\r\n", f"{TOKEN_READY}\r\n", "distrun: waiting\r\n", f"{TOKEN_READY}\r\n"]
+    _relay(io.StringIO("".join(lines)), "[a] ", shown, lambda: answered.append(1))
+    assert answered == [1]
+    assert shown.getvalue() == f"[a] motd\n[a] distrun: waiting\n[a] {TOKEN_READY}\n"

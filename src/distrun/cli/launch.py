@@ -185,11 +185,13 @@ def fan_out(options: LaunchOptions, argv: list[str], script_at: int, req: Reques
     from distrun.launch import fanout
 
     hosts = fanout.read_hostfile(str(options.hostfile))
-    commands = fanout.node_commands(argv, script_at, req, hosts, os.getcwd())
+    token = fanout.job_token(os.environ)  # sent on each ssh's stdin, never on a command line
+    commands = fanout.node_commands(argv, script_at, req, hosts, os.getcwd(),
+                                    token=token is not None)
     if options.dry_run:
         print("\n".join(shlex.join(c) for c in commands))
         return exitcodes.OK
-    return fanout.run_all(commands, hosts)
+    return fanout.run_all(commands, hosts, token)
 
 
 def node_suffix(plan: LaunchPlan, node_rank: int) -> str:
