@@ -61,7 +61,18 @@ def why_no_ssh() -> str | None:
     for tool in (SSHD, SSH, "/usr/bin/ssh-keygen"):
         if not os.access(tool, os.X_OK):
             return f"{tool} not found (apt-get install openssh-server openssh-client)"
+    if _root_locked(Path("/etc/shadow")):
+        return ("root's account is locked ('!' in /etc/shadow): sshd refuses key logins to it "
+                "with UsePAM no; unlock it with usermod -p '*' root")
     return None
+
+
+def _root_locked(shadow: Path) -> bool:
+    try:
+        lines = shadow.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return False
+    return any(line.startswith("root:!") for line in lines)
 
 
 def keygen(path: Path) -> str:
