@@ -3,13 +3,22 @@ ranges, the last tail line as a hang's witness, patterns without a prefilter key
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from distrun.diagnose import diagnose
+from distrun.diagnose import rules as rules_module
 from distrun.diagnose.matcher import Matcher
-from distrun.diagnose.rules import RuleSet, load_rules
+from distrun.diagnose.rules import (
+    RuleError,
+    RuleSet,
+    check_pattern,
+    default_rules,
+    load_rules,
+    pattern_key,
+)
 
 
 def _rule(rule_id: str, extra: str) -> str:
@@ -66,3 +75,103 @@ def test_an_error_line_gives_no_extra_hints() -> None:
                                 + _rule("other", 'past_tail = ["CUDA out of memory"]'))
     found = [h.rule_id for h in Matcher(rules).scan_lines(["torch.OutOfMemoryError: CUDA out of memory."])]
     assert found == ["oom"]
+
+
+# Two waits, each the tail of its own rule and with nothing that ends it: a job that hangs in
+# its first peer-to-peer transfer printed the bootstrap line on its way there.
+TAIL_RULES = load_rules(_rule("bootstrap-hang", 'tail = ["NCCL INFO Bootstrap : Using"]')
+                        + _rule("p2p-hang", 'tail = ["via P2P/IPC"]'))
+
+
+def test_a_hang_is_the_last_wait_the_log_shows(tmp_path: Path) -> None:
+    root = diagnose([_write(tmp_path, NCCL_INIT)], TAIL_RULES).causes[0]
+    assert root.rule.id == "p2p-hang"
+    assert root.evidence[0].text.endswith("via P2P/IPC")
+
+
+def test_the_witness_of_a_hang_is_the_last_line_it_printed(tmp_path: Path) -> None:
+    # nccl-tests (src/common.cu) header, then NCCL 2.7-2.11 INFO channel lines
+    # (src/transport/p2p.cc "Channel 00 : 0[1000] -> 1[2000] via P2P/IPC"); the run stops there
+    lines = ["# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5",
+             "# Using devices",
+             "#   Rank  0 Pid  15833 on gpu-a device  0 [0x1a] Tesla V100-SXM2-32GB",
+             "#   Rank  1 Pid  15833 on gpu-a device  1 [0x1b] Tesla V100-SXM2-32GB",
+             "gpu-a:15833:15833 [0] NCCL INFO Channel 00 : 0[1a000] -> 1[1b000] via P2P/IPC",
+             "gpu-a:15833:15833 [1] NCCL INFO Channel 00 : 1[1b000] -> 0[1a000] via P2P/IPC"]
+    root = diagnose([_write(tmp_path, lines)]).causes[0]
+    assert (root.rule.id, root.confidence) == ("gpu-p2p-broken", "low")
+    assert root.evidence[0].text.startswith("gpu-a:15833:15833 [1] NCCL INFO Channel 00 : 1[")
+
+
+def test_every_pattern_the_engine_matches_has_a_prefilter_key() -> None:
+    # the rules' own and the engine's (generic error, benign, rank context, NCCL dumps)
+    for pattern in default_rules().all_patterns():
+        check_pattern(pattern)
+        assert pattern_key(pattern), pattern
+
+
+@pytest.fixture
+def packaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A stand-in for the packaged rules.toml, with its own cache folder."""
+    monkeypatch.setenv("DISTRUN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(rules_module, "RULES_FILE", tmp_path / "rules.toml")
+    default_rules.cache_clear()
+    yield tmp_path / "rules.toml"
+    default_rules.cache_clear()
+
+
+@pytest.mark.parametrize("pattern", ["[0-9]+ (GB|MB)", "(SIGBUS|Bus error)", "srun|NCCL WARN Call to"])
+def test_a_packaged_pattern_without_a_key_is_refused_when_the_file_is_read(
+        packaged: Path, pattern: str) -> None:
+    packaged.write_text(_rule("keyless", f'weak = ["{pattern}"]'), encoding="utf-8")
+    with pytest.raises(RuleError) as refused:
+        default_rules()
+    assert "rule keyless" in str(refused.value) and repr(pattern) in str(refused.value)
+    assert not list((packaged.parent / "cache").glob("rules-*.json"))  # nothing cached
+
+
+def test_packaged_rules_are_checked_once_then_read_from_the_cache(packaged: Path) -> None:
+    packaged.write_text(_rule("fine", 'weak = ["NCCL WARN Call to connect"]'), encoding="utf-8")
+    assert [r.id for r in default_rules().rule] == ["fine"]
+    assert len(list((packaged.parent / "cache").glob("rules-*.json"))) == 1
+    default_rules.cache_clear()
+    assert [r.id for r in default_rules().rule] == ["fine"]
+
+
+# srun --label output ("5: ..." names the task) of a job whose ranks 4-7 on one node ran out
+# of memory together, then srun's report of that node's tasks (Slurm src/srun launch
+# _task_finish: "%s: %s %s: Exited with exit code %d", the task list as ranges).
+SRUN_OOM = [
+    "5: Traceback (most recent call last):",
+    '5:   File "train.py", line 88, in <module>',
+    "5: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a "
+    "total capacity of 79.15 GiB of which 1.02 GiB is free.",
+    "srun: error: node12: tasks 4-7: Exited with exit code 1",
+    "srun: error: node11: tasks 0-3: Killed",
+]
+
+
+def test_a_cause_on_a_rank_srun_reports_in_the_first_failing_range_is_not_in_doubt(
+        tmp_path: Path) -> None:
+    # the old reading took srun's "tasks 4-7" as rank 4 alone, so the OOM on rank 5 was
+    # "another rank than the first failure" and dropped to medium
+    root = diagnose([_write(tmp_path, SRUN_OOM)]).causes[0]
+    assert (root.rule.id, root.confidence, root.rank) == ("cuda-out-of-memory", "high", 5)
+
+
+def test_a_cause_outside_the_first_failing_range_stays_in_doubt(tmp_path: Path) -> None:
+    lines = [line.replace("5: ", "1: ", 1) for line in SRUN_OOM[:3]] + SRUN_OOM[3:]
+    root = diagnose([_write(tmp_path, lines)]).causes[0]
+    assert (root.rule.id, root.confidence, root.rank) == ("cuda-out-of-memory", "medium", 1)
+
+
+@pytest.mark.parametrize(("report", "rank"), [
+    ("srun: error: gpu-03: tasks 8-13,15: Exited with exit code 1", 8),
+    ("srun: error: gpu-03: tasks 0,2-3: Exited with exit code 1", 0),
+    ("srun: error: gpu-[03-04]: tasks 4-11: Exited with exit code 1", 4),
+    ("srun: error: gpu-03: task 14: Exited with exit code 1", 14),
+])
+def test_srun_task_lists_name_their_first_task(tmp_path: Path, report: str, rank: int) -> None:
+    # only srun's reports: the verdict is the launcher's summary, on the first failing task
+    root = diagnose([_write(tmp_path, [report])]).causes[0]
+    assert (root.rule.id, root.rank) == ("elastic-summary-no-root-cause", rank)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from io import BufferedIOBase
 
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
-from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines, windows
+from distrun.diagnose.normalize import MAX_LINE, Logical, Span, logical_lines, windows
 from distrun.diagnose.rules import (
     BENIGN_ID,
     BENIGN_PATTERNS,
@@ -65,7 +65,8 @@ class RawHit:
     """A matched logical line: rule id (or the generic/rank-context ids), where, what.
 
     ``strong``: matched one of the rule's strong patterns; ``rank``/``node``:
-    named by the line's prefixes; ``time``: its leading timestamp.
+    named by the line's prefixes (``span``: all the ranks when they name several, as
+    srun's "tasks 2-7"); ``time``: its leading timestamp.
     """
 
     rule_id: str
@@ -75,6 +76,7 @@ class RawHit:
     rank: int | None = None
     node: str | None = None
     time: float | None = None
+    span: Span = ()
 
 
 @dataclass(frozen=True)
@@ -276,9 +278,10 @@ class Matcher:
                 hits.pop(index + k, None)
             entry, pieces = entries[index], entries[index : index + width]
             # the rank of the first piece that names one (a wrap can leave the first bare)
-            rank = next((e.logical.rank for e in pieces if e.logical.rank is not None), None)
+            ranked = next((e.logical for e in pieces if e.logical.rank is not None), None)
             node = next((e.logical.node for e in pieces if e.logical.node is not None), None)
-            hits[index] = _hit(found, entry.line, entry.time, Logical(joined[index], rank, node))
+            hits[index] = _hit(found, entry.line, entry.time, Logical(
+                joined[index], ranked.rank if ranked else None, node, ranked.span if ranked else ()))
 
     def _weak_join_gains(self, rule_id: str, members: list[RawHit | None], pieces: list[str],
                          glue: str) -> bool:
@@ -362,7 +365,8 @@ def _is_rule(hit: RawHit | None) -> bool:
 
 def _hit(found: tuple[str, bool], line: int, when: float | None, logical: Logical) -> RawHit:
     rule_id, strong = found
-    return RawHit(rule_id, line, logical.text, strong, logical.rank, logical.node, when)
+    return RawHit(rule_id, line, logical.text, strong, logical.rank, logical.node, when,
+                  logical.span)
 
 
 def _alternation(patterns: Iterable[str]) -> re.Pattern[str]:
