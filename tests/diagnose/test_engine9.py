@@ -3,6 +3,7 @@ ranges, the last tail line as a hang's witness, patterns without a prefilter key
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,3 +176,15 @@ def test_srun_task_lists_name_their_first_task(tmp_path: Path, report: str, rank
     # only srun's reports: the verdict is the launcher's summary, on the first failing task
     root = diagnose([_write(tmp_path, [report])]).causes[0]
     assert (root.rule.id, root.rank) == ("elastic-summary-no-root-cause", rank)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_short_cjk_literal_is_a_key_the_finders_scan_for(fast: bool) -> None:
+    # glibc's Korean catalogue (Debian libc.mo, ko): strsignal(SIGKILL) "Killed" is "죽었음",
+    # three characters but nine bytes, as bash prints a killed job in a ko_KR locale
+    rules = load_rules(_rule("killed", 'weak = ["[0-9] +죽었음"]'))
+    assert pattern_key("[0-9] +죽었음") == "죽었음"
+    found = list(Matcher(rules, fast).scan_stream(io.BytesIO(
+        "step 10 loss 2.31\n./run.sh: line 12:  4242 죽었음               python train.py\n"
+        .encode())))
+    assert [(h.rule_id, h.line) for h in found] == [("killed", 2)]

@@ -94,7 +94,7 @@ RANK_CONTEXT_PATTERNS = (
 )
 
 _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
-_MIN_KEY = 4
+_MIN_KEY = 4  # bytes (UTF-8): the line finders scan bytes, and 3 CJK characters are 9 of them
 _MAX_KEY = 12
 _KINDS = ("primary", "secondary")
 _FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "context", "refines",
@@ -269,9 +269,9 @@ def check_pattern(pattern: str) -> None:
     if _alternation_at_top(pattern):
         raise ValueError(f"pattern {pattern!r} is an alternation at its top level (a|b): no "
                          "literal is in every match; write each alternative as its own pattern")
-    if len(longest_literal(pattern)) < _MIN_KEY or not pattern_key(pattern):
+    if not pattern_key(pattern):
         raise ValueError(
-            f"pattern {pattern!r} has no literal run of {_MIN_KEY}+ characters outside groups"
+            f"pattern {pattern!r} has no literal run of {_MIN_KEY}+ bytes outside groups"
             " (the engine finds candidate lines by such a literal; without one it tries every"
             " line of every log)"
         )
@@ -361,9 +361,9 @@ def pattern_key(pattern: str) -> str:
     best = ""
     best_score = 10**9
     for run in literal_runs(pattern):
-        for start in range(len(run) - _MIN_KEY + 1):
+        for start in range(len(run)):
             score = _commonness(run[start])
-            if score < best_score:
+            if score < best_score and len(run[start : start + _MAX_KEY].encode()) >= _MIN_KEY:
                 best, best_score = run[start : start + _MAX_KEY], score
     return best
 
