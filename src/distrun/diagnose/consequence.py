@@ -181,7 +181,15 @@ def _named_suspects(secondary: list[Hit]) -> list[int]:
 
 
 def first_failure_rank(summary: list[Hit]) -> int | None:
-    """The rank a launcher's failure summary names as the first failure.
+    """The rank a launcher's failure summary names as the first failure (see
+    :func:`first_failure`)."""
+    first = first_failure(summary)
+    return first[0] if first is not None else None
+
+
+def first_failure(summary: list[Hit]) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+    """The rank a launcher's failure summary names as the first failure, and the ranges of
+    all the ranks its line names as failing with it (srun's "tasks 2-7": one report).
 
     torchelastic lists the other failures first and the root cause last, under
     ``Root Cause (first observed failure):``; the rank named after that line wins,
@@ -195,13 +203,15 @@ def first_failure_rank(summary: list[Hit]) -> int | None:
         named = next((int(m.group(1)) for h in summary if (m := _MPI_FIRST.search(h.text))),
                      None)
     if named is not None:
-        return named
+        return named, ((named, named),)
     ranked = [h for h in summary if h.rank is not None]
     # (line, seq): the pieces of one pasted line share its number and keep their order
     after = [h for h in ranked
              if any(h.file == f and (h.line, h.seq) > (line, seq) for f, line, seq in roots)]
     chosen = after or ranked
-    return chosen[0].rank if chosen else None
+    if not chosen or chosen[0].rank is None:
+        return None
+    return chosen[0].rank, chosen[0].span or ((chosen[0].rank, chosen[0].rank),)
 
 
 def _rank_after_root_cause(summary: list[Hit]) -> int | None:

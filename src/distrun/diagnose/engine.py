@@ -36,6 +36,7 @@ from pathlib import Path
 
 from distrun.diagnose.consequence import (
     dump_mismatch_hits,
+    first_failure,
     first_failure_rank,
     mismatch_hits,
     repeated_hits,
@@ -204,7 +205,8 @@ def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSe
             continue
         kept[(item.rule_id, rank)] = seen + 1
         placed.append(Hit(item.rule_id, rank, item.time or last_time, name, item.line,
-                          item.text.strip(), strong=item.strong, node=item.node))
+                          item.text.strip(), strong=item.strong, node=item.node,
+                          span=item.span if rank == item.rank else ()))
     return placed
 
 
@@ -332,14 +334,15 @@ def _from_hints(hints: list[Hit], no_hang: bool) -> list[Hit]:
     """Logs with no cause and no unknown error: a line printed twice by two processes
     (derived; the consequences it leads to may follow), else, with no error line at all and
     nothing (consequences, a clean end in the run record) that rules out a hang, what a hung
-    job printed last (a weak wording)."""
+    job printed last (a weak wording): the last such line first, the wait the job ended in
+    (an earlier one is a step it went past)."""
     repeats = repeated_hits([h for h in hints if h.rule_id.startswith(REPEATED_PREFIX)])
     if repeats:
         return [replace(h, rule_id=h.rule_id[len(REPEATED_PREFIX):]) for h in repeats]
     if no_hang:
         return []
     return [replace(h, rule_id=h.rule_id[len(TAIL_PREFIX):], strong=False)
-            for h in hints if h.rule_id.startswith(TAIL_PREFIX)]
+            for h in reversed(hints) if h.rule_id.startswith(TAIL_PREFIX)]
 
 
 def _weak_after_unknown(best: Hit, generic: list[Hit]) -> bool:
@@ -412,14 +415,22 @@ def _context_regex(rule: Rule) -> re.Pattern[str]:
 def _with_summary_rank(
     causes: tuple[Cause, ...], secondary: list[Hit], rules: RuleSet
 ) -> tuple[Cause, ...]:
-    """A root cause no line names a rank for takes the rank the launcher's summary names."""
+    """A root cause no line names a rank for takes the rank the launcher's summary names.
+
+    A cause on another rank than the one the summary names is in doubt, unless the summary
+    names that rank among the first failures too (srun reports the tasks of a node that
+    ended together on one line: "node12: tasks 4-7: Exited with exit code 1").
+    """
     root = causes[0]
-    named = _summary_rank(secondary, rules)
-    if named is None:
+    first = first_failure([h for h in secondary if rules.by_id(h.rule_id).category == "launcher"])
+    if first is None:
         return causes
+    named, together = first
     if root.rank is None:
         return (replace(root, rank=named), *causes[1:])
     if root.rank != named and not any(h.rank == named for h in root.evidence):
+        if any(low <= root.rank <= high for low, high in together):
+            return causes
         # The launcher saw another rank fail first: this cause may be a consequence.
         level = max(root.confidence, "medium", key=CONFIDENCES.index)
         return (replace(root, confidence=level), *causes[1:])

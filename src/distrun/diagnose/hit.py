@@ -25,6 +25,7 @@ class Hit:
     strong: bool = True
     derived: bool = False
     node: str | None = None
+    span: tuple[tuple[int, int], ...] = ()  # all the ranks its prefix names (srun's "tasks 2-7")
 
     def key(self) -> tuple[float, int, int]:
         """Ordering: by time; untimed lines by their position in their file."""

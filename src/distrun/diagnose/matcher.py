@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from io import BufferedIOBase
 
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
-from distrun.diagnose.normalize import MAX_LINE, Logical, logical_lines, windows
+from distrun.diagnose.normalize import MAX_LINE, Logical, Span, logical_lines, windows
 from distrun.diagnose.rules import (
     BENIGN_ID,
     BENIGN_PATTERNS,
@@ -65,7 +65,8 @@ class RawHit:
     """A matched logical line: rule id (or the generic/rank-context ids), where, what.
 
     ``strong``: matched one of the rule's strong patterns; ``rank``/``node``:
-    named by the line's prefixes; ``time``: its leading timestamp.
+    named by the line's prefixes (``span``: all the ranks when they name several, as
+    srun's "tasks 2-7"); ``time``: its leading timestamp.
     """
 
     rule_id: str
@@ -75,6 +76,7 @@ class RawHit:
     rank: int | None = None
     node: str | None = None
     time: float | None = None
+    span: Span = ()
 
 
 @dataclass(frozen=True)
@@ -109,20 +111,32 @@ class Matcher:
         (file order), the rank context, weak wordings, context frames, generic error
         lines.
         """
-        found = self._first_match(text)
-        return None if found is None or found[0] == BENIGN_ID else found
+        found = self.matches(text)
+        return found[0] if found else None
 
-    def _first_match(self, text: str) -> tuple[str, bool] | None:
+    def matches(self, text: str) -> list[tuple[str, bool]]:
+        """What :meth:`classify` gives, and, when that is a hint (a rule's context, tail,
+        past-tail or repeated wording), the other rules' hints the line matches too: a line
+        that ends one rule's wait may well be another rule's hang tail."""
         if self._hs is not None:
             ids = self._hs.matching(text.encode("utf-8", "replace"))
-            if not ids:
-                return None
-            _, rule_id, strong = min(self._owner[i] for i in ids)
-            return rule_id, strong
+            owners = sorted({self._owner[i][:2] for i in ids})
+            found = [(rule_id, self._groups[order][1]) for order, rule_id in owners]
+        else:
+            found = self._python_matches(text)
+        if not found or found[0][0] == BENIGN_ID:
+            return []
+        if not found[0][0].startswith(HINT_PREFIXES):
+            return found[:1]
+        return [found[0]] + [f for f in found[1:] if f[0].startswith(HINT_PREFIXES)]
+
+    def _python_matches(self, text: str) -> list[tuple[str, bool]]:
+        """The first matching group, then, after a hint, every later group that matches."""
+        found: list[tuple[str, bool]] = []
         for rule_id, regex, strong in self._python_regexes():
-            if regex.search(text):
-                return rule_id, strong
-        return None
+            if (not found or found[0][0].startswith(HINT_PREFIXES)) and regex.search(text):
+                found.append((rule_id, strong))
+        return found
 
     def _python_regexes(self) -> list[tuple[str, re.Pattern[str], bool]]:
         if self._regexes is None:
@@ -217,8 +231,7 @@ class Matcher:
         for piece in windows(raw.rstrip("\r")):
             when, rest = parse_time(piece)
             for logical in logical_lines(rest):
-                found = self.classify(logical.text)
-                if found is not None:
+                for found in self.matches(logical.text):
                     yield _hit(found, number, when, logical)
 
     def scan_small(self, data: bytes) -> Iterator[RawHit]:
@@ -226,16 +239,21 @@ class Matcher:
         entries = _entries(data.decode("utf-8", "replace"))
         texts = [e.logical.text for e in entries]
         hits: dict[int, RawHit] = {}
+        more: dict[int, list[RawHit]] = {}  # other rules' hints on a hint's line
         for index in self._candidates(texts):
             if index >= len(entries):
                 continue
             entry = entries[index]
-            found = self.classify(entry.logical.text)
-            if found is not None:
-                hits[index] = _hit(found, entry.line, entry.time, entry.logical)
+            found = [_hit(f, entry.line, entry.time, entry.logical)
+                     for f in self.matches(entry.logical.text)]
+            if found:
+                hits[index], more[index] = found[0], found[1:]
         for width, glue in WRAPS:
             self._join_wrapped(entries, texts, hits, width, glue)
-        yield from (hits[i] for i in sorted(hits))
+        for index in sorted(hits):
+            yield hits[index]
+            if hits[index].rule_id.startswith(HINT_PREFIXES):  # not joined into a message
+                yield from more.get(index, ())
 
     def _join_wrapped(self, entries: list[_Entry], texts: list[str], hits: dict[int, RawHit],
                       width: int, glue: str) -> None:
@@ -260,9 +278,10 @@ class Matcher:
                 hits.pop(index + k, None)
             entry, pieces = entries[index], entries[index : index + width]
             # the rank of the first piece that names one (a wrap can leave the first bare)
-            rank = next((e.logical.rank for e in pieces if e.logical.rank is not None), None)
+            ranked = next((e.logical for e in pieces if e.logical.rank is not None), None)
             node = next((e.logical.node for e in pieces if e.logical.node is not None), None)
-            hits[index] = _hit(found, entry.line, entry.time, Logical(joined[index], rank, node))
+            hits[index] = _hit(found, entry.line, entry.time, Logical(
+                joined[index], ranked.rank if ranked else None, node, ranked.span if ranked else ()))
 
     def _weak_join_gains(self, rule_id: str, members: list[RawHit | None], pieces: list[str],
                          glue: str) -> bool:
@@ -346,7 +365,8 @@ def _is_rule(hit: RawHit | None) -> bool:
 
 def _hit(found: tuple[str, bool], line: int, when: float | None, logical: Logical) -> RawHit:
     rule_id, strong = found
-    return RawHit(rule_id, line, logical.text, strong, logical.rank, logical.node, when)
+    return RawHit(rule_id, line, logical.text, strong, logical.rank, logical.node, when,
+                  logical.span)
 
 
 def _alternation(patterns: Iterable[str]) -> re.Pattern[str]:

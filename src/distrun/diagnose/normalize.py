@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 MAX_LINE = 64 * 1024  # characters of one logical line that are considered
+Span = tuple[tuple[int, int], ...]  # ranges of ranks, first to last
+_TASK_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _PARTS = re.compile(r"\\r\\n|\\n|\r")
@@ -70,7 +72,10 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"[\w.]+\s-\s(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-\s"), 0, 0),
     # "%(asctime)s - %(levelname)s - " (the stamp and its dash peeled already)
     (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-(?:\s|$)"), 0, 0),
-    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)(?:-\d+)?:\s?"), 2, 1),
+    # srun's report of a node's tasks that ended together (src/srun launch _task_finish:
+    # "%s: %s %s: Exited with exit code %d", hosts, "task"/"tasks", the task list "2-7,9")
+    (re.compile(r"srun: error: ([\w.\[\],-]+): tasks? (\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*):\s?"),
+     2, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
     (re.compile(r"(\d{1,5}):[ \t]+(?=\S)"), 1, 0),  # srun --label (the line may be indented)
@@ -111,6 +116,7 @@ class Logical:
     text: str
     rank: int | None = None
     node: str | None = None
+    span: Span = ()  # every rank the prefix names (srun's "tasks 2-7,9"), when more than one
 
 
 def clean(raw: str) -> str:
@@ -149,7 +155,7 @@ def logical_lines(raw: str) -> list[Logical]:
         if line.rank is not None:
             named = line
         elif named is not None:
-            line = Logical(line.text, named.rank, line.node or named.node)
+            line = Logical(line.text, named.rank, line.node or named.node, named.span)
         if line.text.strip():
             lines.append(line)
     return lines or [Logical("")]
@@ -157,26 +163,35 @@ def logical_lines(raw: str) -> list[Logical]:
 
 def strip_prefixes(text: str) -> Logical:
     """Peel timestamps and launcher prefixes off the front; the innermost rank wins."""
-    pos, rank, node = _peel(text)
-    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node)
+    pos, rank, node, span = _peel(text)
+    return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node, span)
 
 
-def _peel(text: str) -> tuple[int, int | None, str | None]:
-    """Where the message starts after the leading prefixes, and the rank and node they name."""
+def _peel(text: str) -> tuple[int, int | None, str | None, Span]:
+    """Where the message starts after the leading prefixes, and the rank(s) and node they name."""
     rank: int | None = None
     node: str | None = None
+    span: Span = ()
     pos = len(text) - len(text.lstrip())
     for _ in range(8):
         found, rank_group, node_group = _first_prefix(text, pos)
         if found is None:
             break
         if rank_group and found.group(rank_group) is not None:
-            rank = int(found.group(rank_group))
+            rank, span = task_list(found.group(rank_group))
         if node_group:
             node = found.group(node_group)
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
-    return pos, rank, node
+    return pos, rank, node, span
+
+
+def task_list(spec: str) -> tuple[int, Span]:
+    """The first rank of a task list (``5``, ``2-7``, ``8-13,15``) and, when it names more
+    than one, its ranges."""
+    ranges = tuple((int(a), int(b or a)) for a, b in _TASK_RANGE.findall(spec))
+    many = len(ranges) > 1 or ranges[0][0] != ranges[0][1]
+    return ranges[0][0], ranges if many else ()
 
 
 def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:

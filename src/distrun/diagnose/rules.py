@@ -94,7 +94,7 @@ RANK_CONTEXT_PATTERNS = (
 )
 
 _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
-_MIN_KEY = 4
+_MIN_KEY = 4  # bytes (UTF-8): the line finders scan bytes, and 3 CJK characters are 9 of them
 _MAX_KEY = 12
 _KINDS = ("primary", "secondary")
 _FIELDS = {"id", "title", "category", "kind", "patterns", "weak", "context", "refines",
@@ -266,10 +266,28 @@ def check_pattern(pattern: str) -> None:
         re.compile(pattern)
     except re.error as err:
         raise ValueError(f"pattern {pattern!r} does not compile: {err}") from err
-    if len(longest_literal(pattern)) < _MIN_KEY:
+    if _alternation_at_top(pattern):
+        raise ValueError(f"pattern {pattern!r} is an alternation at its top level (a|b): no "
+                         "literal is in every match; write each alternative as its own pattern")
+    if not pattern_key(pattern):
         raise ValueError(
-            f"pattern {pattern!r} has no literal run of {_MIN_KEY}+ characters outside groups"
+            f"pattern {pattern!r} has no literal run of {_MIN_KEY}+ bytes outside groups"
+            " (the engine finds candidate lines by such a literal; without one it tries every"
+            " line of every log)"
         )
+
+
+def _alternation_at_top(pattern: str) -> bool:
+    """``pattern`` has a ``|`` outside every group: its literal runs are not all in a match."""
+    depth, i = 0, 0
+    while i < len(pattern):
+        step, _ = _token(pattern, i)
+        char = pattern[i]
+        depth += (char == "(") - (char == ")")
+        if char == "|" and depth == 0:
+            return True
+        i += step
+    return False
 
 
 def literal_runs(pattern: str) -> list[str]:
@@ -343,9 +361,9 @@ def pattern_key(pattern: str) -> str:
     best = ""
     best_score = 10**9
     for run in literal_runs(pattern):
-        for start in range(len(run) - _MIN_KEY + 1):
+        for start in range(len(run)):
             score = _commonness(run[start])
-            if score < best_score:
+            if score < best_score and len(run[start : start + _MAX_KEY].encode()) >= _MIN_KEY:
                 best, best_score = run[start : start + _MAX_KEY], score
     return best
 
@@ -381,9 +399,13 @@ RULES_FILE = Path(__file__).parent / "rules.toml"
 
 @cache
 def default_rules() -> RuleSet:
-    """The packaged rules; their patterns are checked by the test suite, not at every start.
+    """The packaged rules; their patterns are checked in full when the file is first read
+    (a pattern without a literal key is refused there, naming the rule and the pattern),
+    not at every start.
 
-    The parsed file is cached as JSON (parsing TOML is most of diagnose's start-up).
+    The parsed file is cached as JSON (parsing TOML is most of diagnose's start-up), and
+    only once it passed the checks: the cache's name is the file's hash, so every change to
+    the file is checked once.
     """
     raw = RULES_FILE.read_bytes()
     path = disk_cache.cache_file(f"rules-{hashlib.sha256(raw).hexdigest()[:24]}.json")
@@ -396,5 +418,7 @@ def default_rules() -> RuleSet:
             data = None
     if not isinstance(data, dict):
         data = _parse_toml(raw.decode("utf-8"))
+        checked = RuleSet.from_toml(data)  # raises RuleError before anything is cached
         disk_cache.store(path, json.dumps(data).encode())
+        return checked
     return RuleSet.from_toml(data, check=False)
