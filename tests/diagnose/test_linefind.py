@@ -56,6 +56,7 @@ def test_hyperscan_is_used_where_installed() -> None:
     assert Matcher(default_rules(), fast=False).finder.name == "re"
 
 
+@pytest.mark.timeout(400)  # the whole corpus twice, once with re alone: 70-150 s on 2 loaded cores
 def test_without_the_package_the_corpus_gets_the_same_verdicts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
