@@ -152,6 +152,18 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
         "[INFO|trainer.py:2214] 2023-06-07 >> Didn't manage to set back the RNG states of the GPU "
         "because of the following error:\n tensor index out of range\nThis won't yield the same "
         "results as if the training had not been interrupted.\n", LAYOUT, "low", None),
+    # --- cuda-out-of-memory ----------------------------------------------------------------
+    # vLLM worker (<= 0.8) and v1 kv_cache_utils.py: the KV cache left after the weights is too small
+    "vllm-kv-cache-too-small": (
+        "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens "
+        "that can be stored in KV cache (93760). Try increasing `gpu_memory_utilization` or "
+        "decreasing `max_model_len` when initializing the engine.\n", "cuda-out-of-memory", "high",
+        None),
+    "vllm-v1-kv-cache-memory": (
+        "ValueError: To serve at least one request with the models's max seq len (32768), (4.00 GiB "
+        "KV cache is needed, which is larger than the available KV cache memory (1.25 GiB). Based "
+        "on the available memory, the estimated maximum model length is 10240.\n",
+        "cuda-out-of-memory", "high", None),
     # --- nccl-cuda-library-mismatch ------------------------------------------------------
     # torch/cuda/__init__.py _check_capability, torch 1.x old_gpu_warn
     "torch-gpu-too-old": (
