@@ -152,6 +152,23 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
         "[INFO|trainer.py:2214] 2023-06-07 >> Didn't manage to set back the RNG states of the GPU "
         "because of the following error:\n tensor index out of range\nThis won't yield the same "
         "results as if the training had not been interrupted.\n", LAYOUT, "low", None),
+    # --- cuda-invalid-device-ordinal / cuda-unavailable ------------------------------------
+    # PaddlePaddle phi/backends/gpu/cuda/cuda_info.cc GetGPUComputeCapability (capped at medium)
+    "paddle-device-id-beyond-count": (
+        "InvalidArgumentError: Device id must be less than GPU count, but received id is: 2. GPU "
+        "count is: 1.\n  [Hint: Expected id < GetGPUDeviceCount(), but received id:2 >= "
+        "GetGPUDeviceCount():1.]\n", "cuda-invalid-device-ordinal", "medium", None),
+    "paddle-device-id-no-gpu": (
+        "InvalidArgumentError: Device id must be less than GPU count, but received id is: 0. GPU "
+        "count is: 0.\n", "cuda-unavailable", "medium", None),
+    # TensorFlow / XLA tsl device_id_utils.cc ParseVisibleDeviceList
+    "tf-visible-device-list": (
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: 'visible_device_list' listed "
+        "an invalid Device id '1' but visible device count is 1\n",
+        "cuda-invalid-device-ordinal", "medium", None),
+    "tf-visible-device-list-none": (
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: 'visible_device_list' listed "
+        "an invalid GPU id '0' but visible device count is 0\n", "cuda-unavailable", "medium", None),
     # --- cuda-out-of-memory ----------------------------------------------------------------
     # vLLM worker (<= 0.8) and v1 kv_cache_utils.py: the KV cache left after the weights is too small
     "vllm-kv-cache-too-small": (
