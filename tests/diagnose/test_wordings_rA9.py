@@ -152,6 +152,15 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
         "[INFO|trainer.py:2214] 2023-06-07 >> Didn't manage to set back the RNG states of the GPU "
         "because of the following error:\n tensor index out of range\nThis won't yield the same "
         "results as if the training had not been interrupted.\n", LAYOUT, "low", None),
+    # the summary's traceback field where a page kept the link's text but dropped its URL
+    "summary-link-text-only": ("  rank      : 1 (local_rank: 1)\n  traceback : To enable traceback "
+                               "see:\n", SUMMARY, "medium", 1),
+    # --- backend-device-unsupported --------------------------------------------------------
+    # NCCL src/misc/argcheck.cc CudaPtrCheck: WARN("%s : %s %p is not a valid pointer")
+    "nccl-host-buffer": (
+        "node1:4242:4242 [0] enqueue.cc:1810 NCCL WARN AllReduce : sendbuff 0x7f2c3a000000 is not a "
+        "valid pointer\nnode1:4242:4242 [0] NCCL INFO enqueue.cc:1866 -> 4\n",
+        "backend-device-unsupported", "high", None),
     # --- cuda-invalid-device-ordinal / cuda-unavailable ------------------------------------
     # PaddlePaddle phi/backends/gpu/cuda/cuda_info.cc GetGPUComputeCapability (capped at medium)
     "paddle-device-id-beyond-count": (
