@@ -178,6 +178,11 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
     "tf-visible-device-list-none": (
         "tensorflow.python.framework.errors_impl.InvalidArgumentError: 'visible_device_list' listed "
         "an invalid GPU id '0' but visible device count is 0\n", "cuda-unavailable", "medium", None),
+    # --- world-size-mismatch -------------------------------------------------------------
+    # megatron/core/num_microbatches_calculator.py: GBS % (MBS x DP) != 0 on this many GPUs
+    "megatron-global-batch-vs-dp": (
+        "AssertionError: global batch size (64) is not divisible by micro batch size (1) times "
+        "data parallel size (3)\n", "world-size-mismatch", "high", None),
     # --- cuda-out-of-memory ----------------------------------------------------------------
     # vLLM worker (<= 0.8) and v1 kv_cache_utils.py: the KV cache left after the weights is too small
     "vllm-kv-cache-too-small": (
