@@ -141,12 +141,6 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
     "rank-0-file-missing-is-weak": (
         "FileNotFoundError: [Errno 2] No such file or directory: "
         "'checkpoints/iter_0001000/mp_rank_00/model_optim_rng.pt'\n", LAYOUT, "low", None),
-    # DeepSpeed engine.py _get_all_zero_checkpoints (<= 0.9): logger.warn before giving up
-    "deepspeed-zero-paths-missing": (
-        "[2023-06-07 10:00:00,000] [WARNING] [engine.py:2712:_get_all_zero_checkpoints] The "
-        "following zero checkpoints paths are missing: ['/ckpt/global_step100/zero_pp_rank_2_mp_"
-        "rank_00_optim_states.pt', '/ckpt/global_step100/zero_pp_rank_3_mp_rank_00_optim_states.pt']"
-        "\n", LAYOUT, "low", 2),
     # transformers trainer.py _load_rng_state: one CUDA RNG state per GPU of the saving run
     "hf-trainer-rng-state": (
         "[INFO|trainer.py:2214] 2023-06-07 >> Didn't manage to set back the RNG states of the GPU "
