@@ -234,6 +234,11 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
     "ctranslate2-cublas": ("RuntimeError: Library libcublas.so.12 is not found or cannot be "
                            "loaded\n", LIBS, "high", None),
     "cudnn-symbol": ("Invalid handle. Cannot load symbol cudnnCreate\n", LIBS, "high", None),
+    # SYCL runtime (Intel XPU): sycl::runtime_error for a binary with no image for the device
+    "sycl-invalid-binary": (
+        "terminate called after throwing an instance of 'sycl::_V1::runtime_error'\n"
+        "  what():  Native API failed. Native API returns: -42 (PI_ERROR_INVALID_BINARY) -42 "
+        "(PI_ERROR_INVALID_BINARY)\nAborted (core dumped)\n", LIBS, "high", None),
     # TensorFlow's convolution without a loadable cuDNN (weak)
     "tf-dnn-not-found": ("tensorflow.python.framework.errors_impl.UnimplementedError: DNN "
                          "library is not found.\n", LIBS, "low", None),
