@@ -1207,3 +1207,31 @@ def test_store_barrier_of_a_later_group_is_only_weak_world_size_evidence(tmp_pat
         root = to_json(diagnose([log]))["causes"][0]
         found.append((root["id"], root["confidence"]))
     assert found == [("world-size-mismatch", "high"), ("world-size-mismatch", "low")]
+
+
+def test_torch_2_3_cudnn_plan_warning_is_no_error(tmp_path: Path) -> None:
+    """torch 2.3.0 warns "Plan failed with a cudnnException ... CUDNN_STATUS_NOT_SUPPORTED" and
+    trains on (pytorch/pytorch#121834): before a summary-only paste it is not the earliest
+    error, so the verdict is the summary's, naming the rank to look at; a cuDNN
+    EXECUTION_FAILED error, which is a real failure, is still an error."""
+    warning = ("/opt/conda/lib/python3.10/site-packages/torch/autograd/graph.py:744: UserWarning:"
+               " Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
+               "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED "
+               "(Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)")
+    summary = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+               "=" * 60, "train.py FAILED", "-" * 60, "Root Cause (first observed failure):",
+               "[0]:", "  host      : node1", "  rank      : 1 (local_rank: 1)",
+               "  exitcode  : 1 (pid: 142)", "  error_file: <N/A>", "=" * 60]
+    log = tmp_path / "paste.log"
+    log.write_text("\n".join([warning, *summary]) + "\n")
+    result = diagnose([log])
+    assert [(c.rule.id, c.rank) for c in result.causes] == [("elastic-summary-no-root-cause", 1)]
+    failed = warning.replace("cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
+                             "cudnnFinalize Descriptor Failed cudnn_status: "
+                             "CUDNN_STATUS_NOT_SUPPORTED",
+                             "CuDNNError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
+    log.write_text("\n".join([failed, "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
+                              *summary]) + "\n")
+    result = diagnose([log])
+    assert result.causes == ()
+    assert "CUDNN_STATUS_EXECUTION_FAILED" in result.unrecognised[0].text

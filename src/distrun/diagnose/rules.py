@@ -80,6 +80,12 @@ BENIGN_PATTERNS = (
     # please\nchange it to read from `os.environ['LOCAL_RANK']` instead." Advice, not a
     # script that reads LOCAL_RANK without a launcher (tests/diagnose/healthy/)
     "change it to read from .os\\.environ\\[.LOCAL_RANK.\\]. instead",
+    # torch 2.3.0's cuDNN v8 API warning when a conv plan is not supported and another is
+    # tried (aten/src/ATen/native/cudnn/Conv_v8.cpp): "UserWarning: Plan failed with a
+    # cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed
+    # cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"; training goes on (pytorch/pytorch#121834,
+    # silenced in 2.3.1). Not "CuDNNError: ... EXECUTION_FAILED", which is a real failure.
+    "Plan failed with a cudnnException: .*CUDNN_STATUS_NOT_SUPPORTED",
 )
 # NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
 # (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>
