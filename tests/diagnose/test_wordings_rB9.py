@@ -168,6 +168,17 @@ CASES = {
         "NET/IB: Got completion from peer 10.0.0.2<45123> with status=IBV_WC_RETRY_EXC_ERR(12) "
         "opcode=IBV_WC_SEND(0) vendor_err=129 hca mlx5_0\n",
         "nccl-network", "high", None),
+    # NCCL/RCCL src/graph/paths.cc: the INFO for PCIe-connected GPUs without P2P (NCCL falls
+    # back to SHM) is weak; the WARN for NVLink-connected GPUs (init fails) stays strong
+    "nccl-info-p2p-disabled-pcie-weak": (
+        "node1:12:12 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 0. You can "
+        "repress this message with NCCL_IGNORE_DISABLED_P2P=1.\n",
+        "gpu-p2p-broken", "low", None),
+    "nccl-warn-p2p-disabled-nvlink": (
+        "node1:12:12 [0] NCCL WARN P2P is disabled between NVLINK connected GPUs 0 and 1. This "
+        "should not be the case given their connectivity, and is probably due to a hardware "
+        "issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.\n",
+        "gpu-p2p-broken", "high", None),
     # Linux drivers/iommu/intel/dmar.c after a DMA fault storm (printk rate limit names the function)
     "dmar-fault-ratelimited": (
         "NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
@@ -280,6 +291,12 @@ NEGATIVE = {
     # an IOMMU boot line is no fault
     "dmar-boot-line-not-p2p": (
         "DMAR: IOMMU enabled\nDMAR: Host address width 46\n", None),
+    # NCCL's INFO that a PCIe pair has no P2P (it then uses SHM) does not hide the real error
+    "p2p-info-then-device-oom": (
+        "node1:12:12 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 0. You can "
+        "repress this message with NCCL_IGNORE_DISABLED_P2P=1.\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+        "cuda-out-of-memory"),
     # a blocked connect to the store is the rendezvous, not a collective
     "client-socket-timeout-is-rendezvous": (
         "torch.distributed.DistNetworkError: The client socket has timed out after 1800s while "
