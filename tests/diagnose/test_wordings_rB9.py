@@ -269,6 +269,29 @@ CASES = {
     "shell-terminated-alone-weak": (
         "Epoch 3: 41%\nTerminated\n",
         "stopped-externally", "low", None),
+    # DeepSpeed launcher/launch.py sigkill_handler when the launcher itself got SIGTERM
+    "deepspeed-main-process-sigterm": (
+        "[2024-05-01 10:00:00,000] [INFO] [launch.py:251:sigkill_handler] Killing subprocess "
+        "4242\n[2024-05-01 10:00:00,001] [INFO] [launch.py:262:sigkill_handler] Main process "
+        "received SIGTERM, exiting\n",
+        "stopped-externally", "high", None),
+    # submitit (job_environment.py) on a preemption/timeout signal: weak
+    "submitit-bypassing-signal-weak": (
+        "submitit WARNING (2024-05-01 10:00:00,000) - Bypassing signal SIGTERM\n",
+        "stopped-externally", "low", None),
+    # pdsh / mpirun reaching the hosts over ssh: weak
+    "ssh-host-key-weak": (
+        "pdsh@node1: node2: Host key verification failed.\n"
+        "pdsh@node1: node2: ssh exited with exit code 255\n",
+        "rendezvous-timeout", "low", None),
+    "ssh-publickey-weak": (
+        "node2: Permission denied (publickey,password).\n",
+        "rendezvous-timeout", "low", None),
+    # MPICH / Intel MPI Hydra utils/sock/sock.c
+    "hydra-unable-to-connect": (
+        "[mpiexec@node1] HYDU_sock_connect (utils/sock/sock.c:145): unable to connect from "
+        "\"node1\" to \"node2\" (No route to host)\n",
+        "rendezvous-timeout", "medium", None),
     # torch c10d socket.cpp: this node's address has no name
     "c10d-client-hostname-weak": (
         "[W socket.cpp:464] [c10d] The hostname of the client socket cannot be retrieved. err=-3\n",
