@@ -179,6 +179,28 @@ CASES = {
         "should not be the case given their connectivity, and is probably due to a hardware "
         "issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.\n",
         "gpu-p2p-broken", "high", None),
+    # bash's job report with glibc 2.36's strsignal(SIGKILL) in other languages (Debian libc.mo):
+    # Czech and Spanish name the signal (strong), French/Italian only say "killed" (weak)
+    "bash-killed-czech": (
+        "./train.sh: \u0159\u00e1dek 3: 4242 Zabit (SIGKILL)          python train.py\n",
+        "host-oom-or-killed", "medium", None),
+    "bash-killed-spanish": (
+        "./train.sh: l\u00ednea 3: 4242 Terminado (killed)      python train.py\n",
+        "host-oom-or-killed", "medium", None),
+    "bash-killed-french-weak": (
+        "./train.sh: ligne 3 : 4242 Processus arr\u00eat\u00e9          python train.py\n",
+        "host-oom-or-killed", "low", None),
+    "bash-killed-italian-weak": (
+        "./train.sh: riga 3: 4242 Ucciso                  python train.py\n",
+        "host-oom-or-killed", "low", None),
+    # strerror(ENOMEM) in German (glibc libc.mo), as fork reports it
+    "fork-enomem-german-weak": (
+        "./train.sh: fork: Nicht gen\u00fcgend Hauptspeicher verf\u00fcgbar\n",
+        "host-oom-or-killed", "low", None),
+    # strsignal(SIGBUS) in French (glibc libc.mo): weak, like the English "Bus error"
+    "bash-bus-error-french-weak": (
+        "./train.sh: ligne 3 : 4242 Erreur du bus           (core dumped) python train.py\n",
+        "shm-bus-error", "low", None),
     # Linux drivers/iommu/intel/dmar.c after a DMA fault storm (printk rate limit names the function)
     "dmar-fault-ratelimited": (
         "NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
