@@ -193,6 +193,9 @@ CASES = {
     "bash-killed-italian-weak": (
         "./train.sh: riga 3: 4242 Ucciso                  python train.py\n",
         "host-oom-or-killed", "low", None),
+    "bash-killed-korean-weak": (
+        "./train.sh: \uc904 3: 4242 \uc8fd\uc5c8\uc74c                  python train.py\n",
+        "host-oom-or-killed", "low", None),
     # strerror(ENOMEM) in German (glibc libc.mo), as fork reports it
     "fork-enomem-german-weak": (
         "./train.sh: fork: Nicht gen\u00fcgend Hauptspeicher verf\u00fcgbar\n",
@@ -234,6 +237,11 @@ CASES = {
     "c10d-work-operation-timed-out-weak": (
         "RuntimeError: Operation timed out!\n",
         "collective-timeout", "low", None),
+    # NCCL src/enqueue.cc: a self send with no matching recv (ranks' p2p sequences differ)
+    "nccl-self-send-without-recv": (
+        "node1:4242:4300 [0] enqueue.cc:1520 NCCL WARN Trying to send to self without a matching "
+        "recv\n",
+        "collective-mismatch", "high", None),
     # Open MPI btl/tcp: a second interface/NAT made the handshake meet another process
     "ompi-unexpected-process-identifier": (
         "[node1][[4242,1],0][btl_tcp_endpoint.c:626:mca_btl_tcp_endpoint_recv_connect_ack] "
