@@ -296,9 +296,6 @@ CASES = {
         "subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' died with "
         "<Signals.SIGTERM: 15>.\n",
         "stopped-externally", "low", None),
-    "shell-terminated-alone-weak": (
-        "Epoch 3: 41%\nTerminated\n",
-        "stopped-externally", "low", None),
     # DeepSpeed launcher/launch.py sigkill_handler when the launcher itself got SIGTERM
     "deepspeed-main-process-sigterm": (
         "[2024-05-01 10:00:00,000] [INFO] [launch.py:251:sigkill_handler] Killing subprocess "
