@@ -242,6 +242,13 @@ CASES = {
         "node1:4242:4300 [0] enqueue.cc:1520 NCCL WARN Trying to send to self without a matching "
         "recv\n",
         "collective-mismatch", "high", None),
+    # Open MPI rmaps help text: more cpus per process than the mapping object has
+    "ompi-cpus-per-proc-less-cpus": (
+        "--------------------------------------------------------------------------\n"
+        "A request for multiple cpus-per-proc was given, but a directive\n"
+        "was also give to map to an object level that has less cpus than\n"
+        "requested ones:\n\n  #cpus-per-proc:  12\n  number of cpus:  6\n  map-by:          BYNUMA\n",
+        "slurm-allocation-mismatch", "high", None),
     # Open MPI btl/tcp: a second interface/NAT made the handshake meet another process
     "ompi-unexpected-process-identifier": (
         "[node1][[4242,1],0][btl_tcp_endpoint.c:626:mca_btl_tcp_endpoint_recv_connect_ack] "
