@@ -204,6 +204,16 @@ CASES = {
     "bash-bus-error-french-weak": (
         "./train.sh: ligne 3 : 4242 Erreur du bus           (core dumped) python train.py\n",
         "shm-bus-error", "low", None),
+    # docker events / containerd CRI: the container's memory limit
+    "docker-events-container-oom": (
+        "2024-05-01T10:00:00.000000000Z container oom 4f2e9c1d7a3b (image=trainer:latest, "
+        "name=train)\n2024-05-01T10:00:00.100000000Z container die 4f2e9c1d7a3b (exitCode=137, "
+        "image=trainer:latest, name=train)\n",
+        "host-oom-or-killed", "medium", None),
+    "containerd-task-oom": (
+        "time=\"2024-05-01T10:00:00Z\" level=info msg=\"TaskOOM event &TaskOOM{ContainerID:"
+        "4f2e9c1d7a3b,XXX_unrecognized:[],}\"\n",
+        "host-oom-or-killed", "medium", None),
     # Linux drivers/iommu/intel/dmar.c after a DMA fault storm (printk rate limit names the function)
     "dmar-fault-ratelimited": (
         "NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
