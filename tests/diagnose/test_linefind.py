@@ -100,3 +100,13 @@ def test_docs_describe_every_rule() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "diagnose.md").read_text("utf-8")
     missing = [r.id for r in default_rules().rule if f"### `{r.id}`" not in docs]
     assert not missing, f"docs/diagnose.md lacks: {missing}"
+
+
+@pytest.mark.timeout(10)
+def test_a_key_matching_nothing_at_all_ends_the_scan() -> None:
+    """A key that matches the empty string (load_rules refuses one; this guards the scan
+    itself) finds its lines and stops, instead of restarting from the first byte for ever."""
+    finder = linefind.KeyFinder(["", "oom"])
+    data = b"first\nan oom here\nlast\n"
+    assert [data[s:e] for s, e in finder.line_spans(data, 0, len(data))] == [
+        b"first", b"an oom here", b"last"]

@@ -87,6 +87,8 @@ class KeyFinder:
         while (found := self._search(data, pos, size)) is not None:
             start = data.rfind(b"\n", 0, found.start()) + 1
             end = data.find(b"\n", found.end(), size)
+            if end < 0:  # a match after the region's last newline (an empty key): no line
+                return
             yield start, end
             pos = end + 1
 
