@@ -351,8 +351,8 @@ NEGATIVE = {
     "make-error-2-not-oom": (
         "make[2]: *** [CMakeFiles/ext.dir/build.make:76: ext.o] Error 2\n", None),
     "vertex-status-1-not-oom": (
-        "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: "
-        "Error.\nValueError: bad config\n", None),
+        "ValueError: bad config\nThe replica workerpool0-0 exited with a non-zero status of 1. "
+        "Termination reason: Error.\n", None),  # the job's error, then Vertex's status line
     "go-signal-terminated-not-oom": (
         "Error: exit status: signal: terminated\n", None),
     # an IOMMU boot line is no fault
