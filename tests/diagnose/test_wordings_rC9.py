@@ -31,6 +31,32 @@ CASES = {
         "[rank3]: [PID: 237] 2025-10-09-08:38:04.978.003 Communication_Error_Ranktable_Detect(EI0015): "
         "Failed to collect cluster information of the communicator based on rootInfo detection.\n",
         "ascend-hccl", "medium", 3),
+    # torch_npu 1.x csrc/core/npu/sys_ctrl/npu_sys_ctrl.cpp Initialize: the NPU could not be set up
+    # (ACL 507033, a previous process still holds it)
+    "npu-old-507033": (
+        "RuntimeError: Initialize:/home/user/PyTorch/torch_npu/csrc/core/npu/sys_ctrl/npu_sys_ctrl.cpp:97 "
+        "NPU error, error code is 507033\n"
+        "EL0003: The argument is invalid.\n"
+        "        Solution: Try again with a valid argument.\n",
+        "ascend-hccl", "medium", None),
+    # ACL's text for the same error, under torch.npu.set_device
+    "npu-failed-to-start-device": (
+        "Traceback (most recent call last):\n"
+        "  File \"train.py\", line 30, in <module>\n"
+        "    torch.npu.set_device(local_rank)\n"
+        "RuntimeError: ExchangeDevice: NPU function error\n"
+        "[Error]: Failed to start the device.\n"
+        "        Rectify the fault based on the error information in the ascend log.\n",
+        "ascend-hccl", "medium", None),
+    # CANN's device-side launcher (TSD)
+    "npu-tsdopen-failed": (
+        "E39999: Inner Error!\n"
+        "        TsdOpen failed. devId=7, tdt error=1\n",
+        "ascend-hccl", "medium", None),
+    "npu-e39-subprocess-timeout": (
+        "Inner_Error_Device_Subprocess_Startup_Timeout(E39007)\n"
+        "        Possible Cause: 1.Failed to start the subprocess. 2. The HDC link is faulty.\n",
+        "ascend-hccl", "medium", None),
     # Paddle python/paddle/io/dataloader/dataloader_iter.py _get_data
     "paddle-dataloader-workers-exit": (
         "Traceback (most recent call last):\n"
@@ -88,6 +114,14 @@ CASES = {
         "torch.nn.parallel.DistributedDataParallel')\n"
         "AttributeError: SyncBatchNorm is only supported within "
         "torch.nn.parallel.DistributedDataParallel\n",
+        "default-pg-not-initialized", "high", None),
+    # Paddle python/paddle/distributed/parallel.py DataParallel.__init__ without init_parallel_env
+    "paddle-parallel-context": (
+        "Traceback (most recent call last):\n"
+        "  File \"train.py\", line 61, in <module>\n"
+        "    model = paddle.DataParallel(model)\n"
+        "AssertionError: ParallelContext must be initialized before. You should use init_parallel_env() "
+        "beforeconstructing the DataParallel.\n",
         "default-pg-not-initialized", "high", None),
     # xla/pjrt/distributed/topology_util.cc BuildGlobalTopology: two processes with one process_id
     "jax-same-process-id": (
@@ -184,6 +218,14 @@ CASES = {
 
 # (log text, the rule that must name it instead, or None for no known cause)
 NEGATIVE = {
+    # an AI Core operator fault (EZ9999 Inner Error) is a kernel error, not device setup or HCCL
+    "npu-aicore-inner-error": (
+        "RuntimeError: The Inner error is reported as above. The process exits for this inner error, "
+        "and the current working operator name is aclnnMatmul.\n"
+        "EZ9999: Inner Error!\n"
+        "EZ9999: [PID: 4242] 2025-01-01-00:00:00.000.000 The error from device(chipId:0, dieId:0), "
+        "serial number is 5, there is an aivec error exception, core id is 12, error code = 0x800000\n",
+        None),
     # torch_npu out of memory with its PTA error code: device memory, not HCCL
     "npu-oom-not-hccl": (
         "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity; "
@@ -207,6 +249,10 @@ NEGATIVE = {
     # torch >= 1.8 SyncBatchNorm on a CPU tensor: not a missing process group
     "syncbn-cpu-tensor": (
         "ValueError: SyncBatchNorm expected input tensor to be on GPU or privateuseone\n",
+        None),
+    # torch.distributed.rpc not initialised is RPC's own setup, not the process group
+    "rpc-not-initialized": (
+        "RuntimeError: RPC has not been initialized. Call torch.distributed.rpc.init_rpc first.\n",
         None),
     # a real cause before the JAX service's report of it
     "jax-oom-then-all-tasks-error": (
