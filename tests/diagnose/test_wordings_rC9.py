@@ -156,6 +156,12 @@ CASES = {
         "likely crashed earlier - check for any earlier errors or any scheduler events (e.g. "
         "preemption, eviction) to debug further.\n",
         "jax-task-died", "medium", None),
+    # xla/pjrt/distributed/client.cc (jaxlib 0.3-0.4.1x), cut by a terminal after its first sentence
+    "jax-old-client-missing-heartbeats": (
+        "F0312 10:11:12.000000 1234 client.cc:402] Terminating process because the coordinator "
+        "detected missing heartbeats.\n"
+        "*** Check failure stack trace: ***\n",
+        "jax-task-died", "medium", None),
     "jax-service-shut-down": (
         "FAILED_PRECONDITION: Barrier requested after coordination service has shut down.\n",
         "jax-task-died", "medium", None),
