@@ -1,0 +1,65 @@
+"""Engine readings added by eng9b (issue 12): srun's report of how its tasks ended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from distrun.diagnose import diagnose
+
+
+def _write(tmp_path: Path, lines: list[str]) -> Path:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return log
+
+
+def _verdict(tmp_path: Path, lines: list[str]) -> tuple[str, int | None, str | None]:
+    found = diagnose([_write(tmp_path, lines)])
+    root = found.causes[0] if found.causes else None
+    return (root.rule.id if root else "-", root.rank if root else None, found.confidence)
+
+
+# srun's report of a node's tasks (Slurm src/srun/launch.c _task_finish): "%s: %s %s: %s%s",
+# hosts, "task"/"tasks", the task list, strsignal() of the signal that ended them; "Out Of
+# Memory" when slurmstepd saw the cgroup's OOM kill; "Exited with exit code %d" otherwise.
+# srun: launch/slurm: _step_signal: "Terminating %ps" (--kill-on-bad-exit, or the step's end).
+STEP = "srun: launch/slurm: _step_signal: Terminating StepId=4242.0"
+TRAINING = ["epoch 0 step 120 loss 2.3121", "epoch 0 step 130 loss 2.2987"]
+
+
+def test_srun_reporting_a_task_sigterm_names_a_stop_on_that_task(tmp_path: Path) -> None:
+    # the old reading peeled the report down to a bare "Terminated", which no rule knows
+    lines = [*TRAINING, "srun: error: node12: tasks 0-3: Terminated"]
+    assert _verdict(tmp_path, lines) == ("stopped-externally", 0, "low")
+
+
+def test_srun_reporting_a_task_sigkill_is_strong_evidence_for_that_task(tmp_path: Path) -> None:
+    # the old reading matched only the weak bare "Killed" (low confidence)
+    lines = [*TRAINING, "srun: error: node12: task 5: Killed", STEP]
+    assert _verdict(tmp_path, lines) == ("host-oom-or-killed", 5, "medium")
+
+
+def test_srun_reporting_out_of_memory_keeps_the_task(tmp_path: Path) -> None:
+    lines = [*TRAINING, "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of "
+             "your processes may have been killed by the cgroup out-of-memory handler.",
+             "srun: error: node12: task 3: Out Of Memory", STEP]
+    assert _verdict(tmp_path, lines) == ("host-oom-or-killed", 3, "medium")
+
+
+@pytest.mark.parametrize("signal", ["Killed", "Terminated"])
+def test_a_signal_srun_reports_after_another_task_failed_is_the_teardown(
+        tmp_path: Path, signal: str) -> None:
+    # --kill-on-bad-exit: task 4 failed first, then srun had the step's other tasks signalled;
+    # the old reading named the killed tasks (host-oom-or-killed on rank 0) or nothing
+    lines = [*TRAINING, "srun: error: node12: task 4: Exited with exit code 1", STEP,
+             f"srun: error: node11: tasks 0-3: {signal}"]
+    assert _verdict(tmp_path, lines)[:2] == ("elastic-summary-no-root-cause", 4)
+
+
+def test_a_signal_srun_reports_after_the_step_was_cancelled_is_the_stop(tmp_path: Path) -> None:
+    lines = [*TRAINING, "slurmstepd: error: *** STEP 4242.0 ON node12 CANCELLED AT "
+             "2025-01-07T10:00:00 DUE TO TIME LIMIT ***",
+             "srun: error: node12: tasks 0-3: Terminated", "srun: error: node13: tasks 4-7: Killed"]
+    assert _verdict(tmp_path, lines) == ("stopped-externally", None, "high")
