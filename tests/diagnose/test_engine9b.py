@@ -63,3 +63,21 @@ def test_a_signal_srun_reports_after_the_step_was_cancelled_is_the_stop(tmp_path
              "2025-01-07T10:00:00 DUE TO TIME LIMIT ***",
              "srun: error: node12: tasks 0-3: Terminated", "srun: error: node13: tasks 4-7: Killed"]
     assert _verdict(tmp_path, lines) == ("stopped-externally", None, "high")
+
+
+# Launchers' own lines that name the rank that failed (read when no prefix names one).
+@pytest.mark.parametrize(("line", "rank"), [
+    # horovod runner/gloo_run.py _exec_command: the failed slot's index
+    ("Terminating remaining workers after failure of Process 2.", 2),
+    # PaddlePaddle fleet launch_utils.py watch_local_trainers: error_rank is a list
+    ("ABORT!!! Out of all 8 trainers, the trainer process with rank=[2, 3] was aborted. "
+     "Please check its log.", 2),
+    # MosaicML composer cli/launcher.py
+    ("Global rank 3 (PID 4242) exited with code 1", 3),
+])
+def test_a_launcher_line_names_the_rank_that_failed(tmp_path: Path, line: str, rank: int) -> None:
+    cuda_oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+                "a total capacity of 79.15 GiB of which 1.02 GiB is free.")
+    assert _verdict(tmp_path, [*TRAINING, line])[:2] == ("elastic-summary-no-root-cause", rank)
+    # a cause no line names a rank for takes the rank the launcher names
+    assert _verdict(tmp_path, [*TRAINING, cuda_oom, line])[:2] == ("cuda-out-of-memory", rank)

@@ -105,6 +105,13 @@ _IN_TEXT = (
     re.compile(r"\[rank(\d+)\]"),
     re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
     re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited|exit) with"),  # mp.spawn, horovodrun
+    # launchers naming the failed rank: horovod runner/gloo_run.py ("Terminating remaining
+    # workers after failure of Process 2."), PaddlePaddle fleet launch_utils.py ("the trainer
+    # process with rank=[2, 3] was aborted", a list), MosaicML composer cli/launcher.py
+    # ("Global rank 3 (PID 4242) exited with code 1")
+    re.compile(r"after failure of Process (\d+)"),
+    re.compile(r"process with rank=\[(\d+)"),
+    re.compile(r"\bGlobal rank (\d+) \(PID \d+\)"),
     re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
