@@ -81,3 +81,51 @@ def test_a_launcher_line_names_the_rank_that_failed(tmp_path: Path, line: str, r
     assert _verdict(tmp_path, [*TRAINING, line])[:2] == ("elastic-summary-no-root-cause", rank)
     # a cause no line names a rank for takes the rank the launcher names
     assert _verdict(tmp_path, [*TRAINING, cuda_oom, line])[:2] == ("cuda-out-of-memory", rank)
+
+
+def _elastic(root: tuple[int, str], others: list[tuple[int, str]]) -> list[str]:
+    """torchrun's end of a failed run as torch 2.x prints it: elastic/multiprocessing/api.py
+    ("Sending process %s closing signal %s" to the workers still running, then "failed
+    (exitcode: %s) local_rank: %s (pid: %s) of binary: %s" for the first failure) and the
+    ChildFailedError summary (errors/__init__.py _FAILURE_FORMAT_TEMPLATE)."""
+    def block(index: int, rank: int, code: str) -> list[str]:
+        signal = {"-15": " (SIGTERM)", "-1": " (SIGHUP)"}.get(code, "")
+        why = (f"Signal {code[1:]}{signal} received by PID {4240 + rank}" if signal
+               else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+        return [f"[{index}]:", "  time      : 2025-01-07_10:00:00", "  host      : node1",
+                f"  rank      : {rank} (local_rank: {rank})",
+                f"  exitcode  : {code} (pid: {4240 + rank}){signal}", "  error_file: <N/A>",
+                f"  traceback : {why}"]
+    api = "torch/distributed/elastic/multiprocessing/api.py"
+    lines = [f"W0107 10:00:00.100000 4200 {api}:1028] Sending process {4240 + r} closing signal "
+             "SIGTERM" for r, _ in others]
+    lines += [f"E0107 10:00:00.200000 4200 {api}:1002] failed (exitcode: {root[1]}) local_rank: "
+              f"{root[0]} (pid: {4240 + root[0]}) of binary: /usr/bin/python3",
+              "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+              "=" * 60, "train.py FAILED", "-" * 60, "Failures:"]
+    for index, (rank, code) in enumerate(others, start=1):
+        lines += block(index, rank, code)
+    lines += [] if others else ["  <NO_OTHER_FAILURES>"]
+    return [*lines, "-" * 60, "Root Cause (first observed failure):", *block(0, *root), "=" * 60]
+
+
+def test_a_lone_sigterm_as_the_first_failure_is_a_stop_from_outside(tmp_path: Path) -> None:
+    # the old reading: the launcher's summary, no root cause
+    lines = [*TRAINING, *_elastic((1, "-15"), [(0, "-15")])]
+    assert _verdict(tmp_path, lines) == ("stopped-externally", 1, "medium")
+
+
+def test_torchelastic_stopping_the_others_after_a_failure_is_no_stop(tmp_path: Path) -> None:
+    # rank 1 failed (its error is elsewhere); torchelastic then sent SIGTERM to rank 0
+    lines = [*TRAINING, *_elastic((1, "1"), [(0, "-15")])]
+    assert _verdict(tmp_path, lines) == ("elastic-summary-no-root-cause", 1, "medium")
+
+
+def test_a_sigterm_first_failure_after_a_collective_timeout_is_no_stop(tmp_path: Path) -> None:
+    # ProcessGroupNCCL's watchdog (torch 2.x ProcessGroupNCCL.cpp): another failure is in the logs
+    timeout = ("[rank0]:[E107 10:00:00.000000 4240 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog "
+               "caught collective operation timeout: WorkNCCL(SeqNum=8, OpType=ALLREDUCE, "
+               "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600023 milliseconds before "
+               "timing out.")
+    lines = [*TRAINING, timeout, *_elastic((1, "-15"), [(0, "-15")])]
+    assert _verdict(tmp_path, lines)[0] != "stopped-externally"

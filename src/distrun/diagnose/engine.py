@@ -40,6 +40,7 @@ from distrun.diagnose.consequence import (
     first_failure_rank,
     mismatch_hits,
     repeated_hits,
+    stopped_first,
     suspects,
     where_to_look,
 )
@@ -301,6 +302,8 @@ def decide(
     derived = mismatch_hits(secondary) or dump_mismatch_hits(dumps)
     primary = sorted(primary + derived, key=lambda h: (not h.strong, h.key()))
     if not (primary or generic):
+        primary = _stop_first(secondary, rules)
+    if not (primary or generic):
         # a run whose record says it ended with 0 did not hang, whatever its logs end with
         primary = _from_hints(sorted(hints, key=Hit.key), bool(secondary) or info.job_exitcode == 0)
     if primary and (_weak_after_unknown(primary[0], generic)
@@ -360,6 +363,18 @@ def _first_where(hits: list[Hit], wanted: Callable[[Hit], bool]) -> dict[str, tu
         if wanted(hit):
             first[hit.file] = min(first.get(hit.file, (hit.line, hit.seq)), (hit.line, hit.seq))
     return first
+
+
+def _stop_first(secondary: list[Hit], rules: RuleSet) -> list[Hit]:
+    """Only the launcher's summary, and the first failure it names is a SIGTERM or SIGHUP
+    with nothing failing before it: the rank was stopped from outside (derived: medium)."""
+    launcher = [h for h in secondary if rules.by_id(h.rule_id).category == "launcher"]
+    if not launcher or len(launcher) < len(secondary) or STOPPED_RULE not in rules.ids() \
+            or not stopped_first(launcher):
+        return []
+    first = min(launcher, key=Hit.key)
+    return [replace(first, rule_id=STOPPED_RULE, rank=first_failure_rank(launcher),
+                    strong=True, derived=True, span=())]
 
 
 def _waited_for(cause: Cause, secondary: list[Hit], rules: RuleSet, info: RunInfo) -> int | None:
