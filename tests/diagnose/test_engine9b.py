@@ -41,6 +41,14 @@ def test_srun_reporting_a_task_sigkill_is_strong_evidence_for_that_task(tmp_path
     assert _verdict(tmp_path, lines) == ("host-oom-or-killed", 5, "medium")
 
 
+def test_srun_reporting_a_task_sigkill_is_found_in_a_big_log_too(tmp_path: Path) -> None:
+    # over SMALL_BYTES the line finder sees raw lines, the srun prefix still on them
+    filler = "epoch 0 step 100 loss 2.3121 lr 0.0001 tokens/s 81234 " * 2
+    lines = [filler] * (5 * 1024 * 1024 // len(filler)) + [
+        "srun: error: node12: task 5: Killed", STEP]
+    assert _verdict(tmp_path, lines) == ("host-oom-or-killed", 5, "medium")
+
+
 def test_srun_reporting_out_of_memory_keeps_the_task(tmp_path: Path) -> None:
     lines = [*TRAINING, "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of "
              "your processes may have been killed by the cgroup out-of-memory handler.",
