@@ -95,7 +95,7 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
     "paddle-fleet-launch": (
         "ERROR 2022-03-02 10:11:12,345 launch_utils.py:642] ABORT!!! Out of all 4 trainers, the "
         "trainer process with rank=[1] was aborted. Please check its log.\n",
-        SUMMARY, "medium", None),
+        SUMMARY, "medium", 1),
     # paddle/distributed/launch/controllers/controller.py watch() (Paddle >= 2.3)
     "paddle-launch-controller": (
         "LAUNCH ERROR 2023-03-02 10:11:12,345 Container failed !!!\n"
@@ -105,7 +105,7 @@ CASES: dict[str, tuple[str, str, str, int | None]] = {
     "composer-launcher": (
         "Global rank 1 (PID 4242) exited with code 1\n"
         "----------Begin global rank 1 STDOUT----------\nstep 1\n"
-        "----------End global rank 1 STDOUT----------\n", SUMMARY, "medium", None),
+        "----------End global rank 1 STDOUT----------\n", SUMMARY, "medium", 1),
     # Google Vertex AI custom job error ("The replica REPLICA_NAME exited with a non-zero status
     # of EXIT_CODE"), its troubleshooting page
     "vertex-ai-replica": (

@@ -224,7 +224,7 @@ CASES = {
     # horovod/runner/gloo_run.py
     "horovod-gloo-run": (
         "Terminating remaining workers after failure of Process 2.\n",
-        "elastic-summary-no-root-cause", "medium", None),
+        "elastic-summary-no-root-cause", "medium", 2),
     # Open MPI 5 (PRRTE) errmgr help text
     "prterun-noticed": (
         "prterun noticed that process rank 3 with PID 4242 on node n1 exited on signal 6 "

@@ -235,6 +235,28 @@ def _rank_after_root_cause(summary: list[Hit]) -> int | None:
     return None
 
 
+_EXITCODE = re.compile(r"exitcode *: *(-?[0-9]+)|failed \(exitcode: (-?[0-9]+)\)")
+STOP_CODES = (-15, -1)  # SIGTERM, SIGHUP
+
+
+def stopped_first(summary: list[Hit]) -> bool:
+    """The launcher's summary says its first failure was a stop (SIGTERM or SIGHUP) and
+    every exit code it reports is one: nothing failed before a process was stopped.
+
+    The first failure is the exit code in torchelastic's Root Cause block, else in the
+    agent's "failed (exitcode: N) local_rank: ..." line (the first failure by time).
+    torchelastic's own SIGTERM to the other workers after a failure comes after that
+    failure, so it is never the first one.
+    """
+    ordered = sorted(summary, key=lambda h: (h.file, h.line, h.seq))
+    codes = [int(m.group(1) or m.group(2)) for h in ordered for m in _EXITCODE.finditer(h.text)]
+    if not codes or any(code not in STOP_CODES for code in codes):
+        return False
+    roots = [i for i, h in enumerate(ordered) if _ROOT_CAUSE in h.text]
+    block = ordered[roots[0]:] if roots else ordered
+    return any(_EXITCODE.search(h.text) for h in block[:_ROOT_BLOCK_LINES])
+
+
 def _silent_ranks(secondary: list[Hit], info: RunInfo) -> list[int]:
     """Ranks of the run that did not report the collective timeout the others did."""
     reported = {h.rank for h in secondary if h.rule_id == TIMEOUT_RULE and h.rank is not None}

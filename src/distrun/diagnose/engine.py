@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -40,6 +40,7 @@ from distrun.diagnose.consequence import (
     first_failure_rank,
     mismatch_hits,
     repeated_hits,
+    stopped_first,
     suspects,
     where_to_look,
 )
@@ -76,6 +77,12 @@ from distrun.estimate.oom import report as oom_report
 SIGKILL_RULE = "host-oom-or-killed"
 STOPPED_RULE = "stopped-externally"
 STALL_RULE = "distrun-stall"
+SUMMARY_RULE = "elastic-summary-no-root-cause"
+# srun's report of how tasks ended (src/srun launch.c _task_finish): normalize keeps its
+# "task(s) N: " before the status
+_SRUN_REPORT = re.compile(r"tasks? [0-9,-]+: (?:Exited with exit code [0-9]+|Out Of Memory"
+                          r"|Killed|Terminated|Hangup)$")
+_SRUN_SIGNAL = re.compile(r"tasks? [0-9,-]+: (?:Killed|Terminated|Hangup)$")
 CONTEXT_LINES = 200  # a frame or job-script line this near an error (either side) is its context
 SUMMARY_BLOCK = 10  # lines of a summary block after its "rank : N (local_rank: M)" line
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
@@ -281,6 +288,7 @@ def decide(
     files: int = 0,
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
+    hits = srun_teardown(hits, rules)
     dumps = [h for h in hits if h.rule_id == COLLECTIVE_DUMP_ID]
     hints = [h for h in hits if h.rule_id.startswith((TAIL_PREFIX, REPEATED_PREFIX))]
     hits = refine(sorted((h for h in hits if h.rule_id != COLLECTIVE_DUMP_ID
@@ -293,6 +301,8 @@ def decide(
                          [h for h in primary if h.strong])
     derived = mismatch_hits(secondary) or dump_mismatch_hits(dumps)
     primary = sorted(primary + derived, key=lambda h: (not h.strong, h.key()))
+    if not (primary or generic):
+        primary = _stop_first(secondary, rules)
     if not (primary or generic):
         # a run whose record says it ended with 0 did not hang, whatever its logs end with
         primary = _from_hints(sorted(hints, key=Hit.key), bool(secondary) or info.job_exitcode == 0)
@@ -318,6 +328,53 @@ def decide(
     if unknown and unknown[0].rank is None and named is not None:
         unknown = (replace(unknown[0], rank=named), *unknown[1:])
     return Diagnosis((), unknown, failed_exits, files)
+
+
+def srun_teardown(hits: list[Hit], rules: RuleSet) -> list[Hit]:
+    """srun's report of tasks a signal ended is the step's teardown, not a cause, when it
+    comes after srun's report of other tasks (the launcher's summary, naming its rank) or
+    after a stop (the stop's evidence, naming no rank of its own).
+
+    srun reports every task's end once (src/srun launch.c ``_task_finish``); when a task
+    fails, ``--kill-on-bad-exit`` signals the others, and a cancelled or timed-out step
+    gets SIGTERM, then SIGKILL after KillWait: their "Terminated" and "Killed" follow.
+    """
+    if SUMMARY_RULE not in rules.ids() or STOPPED_RULE not in rules.ids():
+        return hits
+    reports = _first_where(hits, lambda h: _SRUN_REPORT.match(h.text) is not None)
+    stops = _first_where(hits, lambda h: h.rule_id == STOPPED_RULE and h.strong)
+    out: list[Hit] = []
+    for hit in hits:
+        at = (hit.line, hit.seq)
+        report, stop = reports.get(hit.file, at), stops.get(hit.file, at)
+        if _SRUN_SIGNAL.match(hit.text) is None or min(report, stop) >= at:
+            out.append(hit)
+        elif stop < report:  # the stop came first: all that follows is its teardown
+            out.append(replace(hit, rule_id=STOPPED_RULE, strong=False, rank=None, span=()))
+        else:
+            out.append(replace(hit, rule_id=SUMMARY_RULE, strong=False))
+    return out
+
+
+def _first_where(hits: list[Hit], wanted: Callable[[Hit], bool]) -> dict[str, tuple[int, int]]:
+    """Per file, the (line, seq) of the first hit that is ``wanted``."""
+    first: dict[str, tuple[int, int]] = {}
+    for hit in hits:
+        if wanted(hit):
+            first[hit.file] = min(first.get(hit.file, (hit.line, hit.seq)), (hit.line, hit.seq))
+    return first
+
+
+def _stop_first(secondary: list[Hit], rules: RuleSet) -> list[Hit]:
+    """Only the launcher's summary, and the first failure it names is a SIGTERM or SIGHUP
+    with nothing failing before it: the rank was stopped from outside (derived: medium)."""
+    launcher = [h for h in secondary if rules.by_id(h.rule_id).category == "launcher"]
+    if not launcher or len(launcher) < len(secondary) or STOPPED_RULE not in rules.ids() \
+            or not stopped_first(launcher):
+        return []
+    first = min(launcher, key=Hit.key)
+    return [replace(first, rule_id=STOPPED_RULE, rank=first_failure_rank(launcher),
+                    strong=True, derived=True, span=())]
 
 
 def _waited_for(cause: Cause, secondary: list[Hit], rules: RuleSet, info: RunInfo) -> int | None:

@@ -49,6 +49,13 @@ _RECORD = re.compile(
     r"|[Ii]nitializing (?:ddp|distributed): GLOBAL_RANK: |[\w.-]+: error: )"
 )
 _SHORT_RECORD = re.compile(rf" (?={_STARTS})")
+_SRUN_REPORT = re.compile(
+    r"srun: error: ([\w.\[\],-]+): (tasks? (\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*):\s?)")
+# What srun's report says of how its tasks ended (_task_finish: "Exited with exit code %d",
+# "Out Of Memory", strsignal() of the signal that ended them): the report keeps its "task(s)
+# N:" (the rank is read from it too), since a bare "Killed" or "Terminated" says nothing of
+# who printed it; the host name goes (it is no part of the message).
+_SRUN_STATUS = re.compile(r"(?:Exited with exit code \d+|Out Of Memory|Killed|Terminated|Hangup)$")
 # Leading prefixes: (regex, group of the rank, group of the node).
 _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
@@ -74,8 +81,7 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s-(?:\s|$)"), 0, 0),
     # srun's report of a node's tasks that ended together (src/srun launch _task_finish:
     # "%s: %s %s: Exited with exit code %d", hosts, "task"/"tasks", the task list "2-7,9")
-    (re.compile(r"srun: error: ([\w.\[\],-]+): tasks? (\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*):\s?"),
-     2, 1),
+    (_SRUN_REPORT, 3, 1),
     (re.compile(r"([\w.-]+): task (\d+):\s?"), 2, 1),
     (re.compile(r"\[(\d+)\]:\s?(?=\S)"), 1, 0),  # torchelastic --tee (older torch)
     (re.compile(r"(\d{1,5}):[ \t]+(?=\S)"), 1, 0),  # srun --label (the line may be indented)
@@ -99,6 +105,13 @@ _IN_TEXT = (
     re.compile(r"\[rank(\d+)\]"),
     re.compile(r"\bRankID:\s?(\d+)"),  # Ascend CANN
     re.compile(r"\b[Pp]rocess (\d+) (?:terminated|exited|exit) with"),  # mp.spawn, horovodrun
+    # launchers naming the failed rank: horovod runner/gloo_run.py ("Terminating remaining
+    # workers after failure of Process 2."), PaddlePaddle fleet launch_utils.py ("the trainer
+    # process with rank=[2, 3] was aborted", a list), MosaicML composer cli/launcher.py
+    # ("Global rank 3 (PID 4242) exited with code 1")
+    re.compile(r"after failure of Process (\d+)"),
+    re.compile(r"process with rank=\[(\d+)"),
+    re.compile(r"\bGlobal rank (\d+) \(PID \d+\)"),
     re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
@@ -181,6 +194,8 @@ def _peel(text: str) -> tuple[int, int | None, str | None, Span]:
             rank, span = task_list(found.group(rank_group))
         if node_group:
             node = found.group(node_group)
+        if found.re is _SRUN_REPORT and _SRUN_STATUS.match(text, found.end()):
+            return found.start(2), rank, node, span  # srun's report of the tasks' end
         pos = found.end()
         pos += len(text) - pos - len(text[pos:].lstrip())
     return pos, rank, node, span
