@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.diagnose.wording import verdict_of_text as _verdict
+from tests.diagnose.wording import check_neighbour, check_wording
 
 # (log text, rule id, confidence, rank or None)
 CASES = {
@@ -289,15 +289,9 @@ NEGATIVE = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_wording_names_the_rule(tmp_path: Path, name: str) -> None:
-    text, rule, confidence, rank = CASES[name]
-    got_rule, got_confidence, got_rank = _verdict(tmp_path, text)
-    assert (got_rule, got_confidence) == (rule, confidence), name
-    if rank is not None:
-        assert got_rank == rank, name
+    check_wording(tmp_path, name, CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(NEGATIVE))
 def test_neighbour_is_not_taken(tmp_path: Path, name: str) -> None:
-    text, rule = NEGATIVE[name]
-    got_rule, _, _ = _verdict(tmp_path, text)
-    assert got_rule == rule, name
+    check_neighbour(tmp_path, name, NEGATIVE[name])
