@@ -145,10 +145,10 @@ def suspects(secondary: list[Hit], info: RunInfo) -> list[int]:
     return _named_suspects(secondary) or _silent_ranks(secondary, info) or _gap_ranks(secondary)
 
 
-def where_to_look(secondary: list[Hit], info: RunInfo) -> str:
-    """One sentence: these are consequences; the cause must be in this rank's log."""
+def where_to_look(secondary: list[Hit], info: RunInfo, suspected: list[int]) -> str:
+    """One sentence: these are consequences; the cause must be in this rank's log
+    (``suspected``: :func:`suspects` of the same consequences)."""
     first = min(secondary, key=Hit.key)
-    suspected = suspects(secondary, info)
     if suspected:
         ranks = ", ".join(str(r) for r in suspected)
         target = f"the log of rank {ranks}" if len(suspected) == 1 else f"the logs of ranks {ranks}"

@@ -46,7 +46,7 @@ from distrun.diagnose.consequence import (
 )
 from distrun.diagnose.hit import Hit
 from distrun.diagnose.matcher import END_ID, Matcher, RawHit
-from distrun.diagnose.normalize import rank_in_text
+from distrun.diagnose.normalize import SRUN_SIGNALS, SRUN_STATUSES, rank_in_text
 from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
     COLLECTIVE_DUMP_ID,
@@ -80,9 +80,8 @@ STALL_RULE = "distrun-stall"
 SUMMARY_RULE = "elastic-summary-no-root-cause"
 # srun's report of how tasks ended (src/srun launch.c _task_finish): normalize keeps its
 # "task(s) N: " before the status
-_SRUN_REPORT = re.compile(r"tasks? [0-9,-]+: (?:Exited with exit code [0-9]+|Out Of Memory"
-                          r"|Killed|Terminated|Hangup)$")
-_SRUN_SIGNAL = re.compile(r"tasks? [0-9,-]+: (?:Killed|Terminated|Hangup)$")
+_SRUN_REPORT = re.compile(rf"tasks? [0-9,-]+: (?:{SRUN_STATUSES})$")
+_SRUN_SIGNAL = re.compile(rf"tasks? [0-9,-]+: (?:{SRUN_SIGNALS})$")
 CONTEXT_LINES = 200  # a frame or job-script line this near an error (either side) is its context
 SUMMARY_BLOCK = 10  # lines of a summary block after its "rank : N (local_rank: M)" line
 COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
@@ -317,8 +316,9 @@ def decide(
     if secondary and not (generic and generic[0].key() < secondary[0].key()):
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
         causes = _causes(ordered, [], rules, info, False)
-        note = where_to_look(secondary, info)
-        rank = _waited_for(causes[0], secondary, rules, info)
+        suspected = suspects(secondary, info)
+        note = where_to_look(secondary, info, suspected)
+        rank = _waited_for(causes[0], secondary, rules, suspected)
         # Consequences name no cause: medium at most, low when only weak wordings matched.
         level = max(causes[0].confidence, "medium", key=CONFIDENCES.index)
         causes = (replace(causes[0], confidence=level, note=note, rank=rank), *causes[1:])
@@ -368,7 +368,7 @@ def _first_where(hits: list[Hit], wanted: Callable[[Hit], bool]) -> dict[str, tu
 def _stop_first(secondary: list[Hit], rules: RuleSet) -> list[Hit]:
     """Only the launcher's summary, and the first failure it names is a SIGTERM or SIGHUP
     with nothing failing before it: the rank was stopped from outside (derived: medium)."""
-    launcher = [h for h in secondary if rules.by_id(h.rule_id).category == "launcher"]
+    launcher = _launcher_lines(secondary, rules)
     if not launcher or len(launcher) < len(secondary) or STOPPED_RULE not in rules.ids() \
             or not stopped_first(launcher):
         return []
@@ -377,13 +377,14 @@ def _stop_first(secondary: list[Hit], rules: RuleSet) -> list[Hit]:
                     strong=True, derived=True, span=())]
 
 
-def _waited_for(cause: Cause, secondary: list[Hit], rules: RuleSet, info: RunInfo) -> int | None:
+def _waited_for(cause: Cause, secondary: list[Hit], rules: RuleSet,
+                suspected: list[int]) -> int | None:
     """The rank an only-consequences verdict names: the launcher's first failure, else the
-    one rank the others waited for, else the rank of the consequence itself."""
+    one rank the others waited for (``suspected``: :func:`suspects`), else the rank of the
+    consequence itself."""
     named = _summary_rank(secondary, rules)
     if cause.rule.category == "launcher" and named is not None:
         return named
-    suspected = suspects(secondary, info)
     return suspected[0] if len(suspected) == 1 else cause.rank
 
 
@@ -418,10 +419,14 @@ def _weak_after_consequence(best: Hit, secondary: list[Hit], rules: RuleSet) -> 
         for h in secondary)
 
 
+def _launcher_lines(secondary: list[Hit], rules: RuleSet) -> list[Hit]:
+    """The consequences that are the launcher's own failure summary."""
+    return [h for h in secondary if rules.by_id(h.rule_id).category == "launcher"]
+
+
 def _summary_rank(secondary: list[Hit], rules: RuleSet) -> int | None:
     """The rank the launcher's failure summary names (the first failure)."""
-    return first_failure_rank([h for h in secondary
-                               if rules.by_id(h.rule_id).category == "launcher"])
+    return first_failure_rank(_launcher_lines(secondary, rules))
 
 
 def refine(hits: list[Hit], rules: RuleSet) -> list[Hit]:
@@ -479,7 +484,7 @@ def _with_summary_rank(
     ended together on one line: "node12: tasks 4-7: Exited with exit code 1").
     """
     root = causes[0]
-    first = first_failure([h for h in secondary if rules.by_id(h.rule_id).category == "launcher"])
+    first = first_failure(_launcher_lines(secondary, rules))
     if first is None:
         return causes
     named, together = first

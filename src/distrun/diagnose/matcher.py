@@ -134,8 +134,10 @@ class Matcher:
         """The first matching group, then, after a hint, every later group that matches."""
         found: list[tuple[str, bool]] = []
         for rule_id, regex, strong in self._python_regexes():
-            if (not found or found[0][0].startswith(HINT_PREFIXES)) and regex.search(text):
+            if regex.search(text):
                 found.append((rule_id, strong))
+                if not found[0][0].startswith(HINT_PREFIXES):
+                    break
         return found
 
     def _python_regexes(self) -> list[tuple[str, re.Pattern[str], bool]]:

@@ -54,8 +54,11 @@ _SRUN_REPORT = re.compile(
 # What srun's report says of how its tasks ended (_task_finish: "Exited with exit code %d",
 # "Out Of Memory", strsignal() of the signal that ended them): the report keeps its "task(s)
 # N:" (the rank is read from it too), since a bare "Killed" or "Terminated" says nothing of
-# who printed it; the host name goes (it is no part of the message).
-_SRUN_STATUS = re.compile(r"(?:Exited with exit code \d+|Out Of Memory|Killed|Terminated|Hangup)$")
+# who printed it; the host name goes (it is no part of the message). SRUN_SIGNALS: the
+# statuses that are the name of a signal (strsignal) rather than the task's own end.
+SRUN_SIGNALS = "Killed|Terminated|Hangup"
+SRUN_STATUSES = rf"Exited with exit code [0-9]+|Out Of Memory|{SRUN_SIGNALS}"
+_SRUN_STATUS = re.compile(rf"(?:{SRUN_STATUSES})$")
 # Leading prefixes: (regex, group of the rank, group of the node).
 _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"\[(?:rank|default)(\d+)\]:\s?"), 1, 0),
