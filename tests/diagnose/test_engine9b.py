@@ -137,3 +137,12 @@ def test_a_sigterm_first_failure_after_a_collective_timeout_is_no_stop(tmp_path:
                "timing out.")
     lines = [*TRAINING, timeout, *_elastic((1, "-15"), [(0, "-15")])]
     assert _verdict(tmp_path, lines)[0] != "stopped-externally"
+
+
+def test_the_teardown_after_a_killed_report_names_no_first_failure(tmp_path: Path) -> None:
+    # task 5 was killed, and srun had the others signalled (--kill-on-bad-exit): tasks 4,6-7
+    # are no first failure, so the unprefixed CUDA OOM is not put on rank 4 (the old reading)
+    lines = [*TRAINING, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+             "srun: error: gpu-03: task 5: Killed", STEP,
+             "srun: error: gpu-03: tasks 4,6-7: Killed", "srun: error: gpu-02: tasks 0-3: Killed"]
+    assert _verdict(tmp_path, lines) == ("cuda-out-of-memory", None, "medium")

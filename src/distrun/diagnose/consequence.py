@@ -204,7 +204,8 @@ def first_failure(summary: list[Hit]) -> tuple[int, tuple[tuple[int, int], ...]]
                      None)
     if named is not None:
         return named, ((named, named),)
-    ranked = [h for h in summary if h.rank is not None]
+    # a derived summary line (srun's teardown after another task's report) names no first failure
+    ranked = [h for h in summary if h.rank is not None and not h.derived]
     # (line, seq): the pieces of one pasted line share its number and keep their order
     after = [h for h in ranked
              if any(h.file == f and (h.line, h.seq) > (line, seq) for f, line, seq in roots)]

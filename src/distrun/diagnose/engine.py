@@ -333,7 +333,8 @@ def decide(
 def srun_teardown(hits: list[Hit], rules: RuleSet) -> list[Hit]:
     """srun's report of tasks a signal ended is the step's teardown, not a cause, when it
     comes after srun's report of other tasks (the launcher's summary, naming its rank) or
-    after a stop (the stop's evidence, naming no rank of its own).
+    after a stop (the stop's evidence, naming no rank of its own). The teardown names no
+    first failure: its tasks were signalled because another one had ended.
 
     srun reports every task's end once (src/srun launch.c ``_task_finish``); when a task
     fails, ``--kill-on-bad-exit`` signals the others, and a cancelled or timed-out step
@@ -351,8 +352,8 @@ def srun_teardown(hits: list[Hit], rules: RuleSet) -> list[Hit]:
             out.append(hit)
         elif stop < report:  # the stop came first: all that follows is its teardown
             out.append(replace(hit, rule_id=STOPPED_RULE, strong=False, rank=None, span=()))
-        else:
-            out.append(replace(hit, rule_id=SUMMARY_RULE, strong=False))
+        else:  # derived: the report it follows names the first failure, not this one
+            out.append(replace(hit, rule_id=SUMMARY_RULE, strong=False, derived=True))
     return out
 
 
