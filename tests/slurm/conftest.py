@@ -1,7 +1,8 @@
 """A real Slurm for the tests: munged, slurmctld and two slurmd from Debian's packages.
 
 Mode "multi-local": two nodes ``tb0``/``tb1`` = two slurmd on this host (Debian builds Slurm
-with --enable-multiple-slurmd), everything on 127.0.0.1, on ports of their own. Nothing is
+with --enable-multiple-slurmd), everything on 127.0.0.1, on ports the kernel found free when
+the bed started (so a second bed, or anything else listening, does not collide with it). Nothing is
 written outside a private folder: daemons and clients find the configuration through
 ``SLURM_CONF``. The daemons run in a private mount namespace whose /etc/resolv.conf names no
 DNS server, and jobs inherit it, so torch's reverse look-ups of peers never leave the machine.
@@ -28,8 +29,7 @@ import pytest
 
 from tests.conftest import processes_with
 
-CTLD_PORT = 16817
-NODES = {"tb0": 16818, "tb1": 16819}
+NODES = ("tb0", "tb1")
 TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo", "munge",
          "unmunge", "unshare", "mount")
 MUNGED = "/usr/sbin/munged"
@@ -79,11 +79,19 @@ def _skip_reason() -> str | None:
     if missing or not Path(MUNGED).exists():
         return (f"Slurm test bed tools missing ({', '.join(missing) or MUNGED}): apt-get install "
                 "slurmctld slurmd slurm-client munge (./dev test does it as root)")
-    for port in (CTLD_PORT, *NODES.values()):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return f"port {port} on 127.0.0.1 is taken: another Slurm test bed is running"
     return None
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now (all held open until each is known)."""
+    held = [socket.socket() for _ in range(count)]
+    try:
+        for sock in held:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def _hardware() -> str:
@@ -95,7 +103,7 @@ def _hardware() -> str:
     return m.group(0)
 
 
-def _write_config(base: Path) -> Path:
+def _write_config(base: Path, ctld_port: int, node_ports: list[int]) -> Path:
     host = socket.gethostname().split(".")[0]
     hw = _hardware()
     run, state, log = base / "run", base / "state", base / "log"
@@ -103,7 +111,7 @@ def _write_config(base: Path) -> Path:
         d.mkdir(parents=True, exist_ok=True)
     lines = [
         "ClusterName=distruntest", f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={CTLD_PORT}", "SlurmUser=root", "SlurmdUser=root",
+        f"SlurmctldPort={ctld_port}", "SlurmUser=root", "SlurmdUser=root",
         "AuthType=auth/munge", "CredType=cred/munge", "MpiDefault=none",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
@@ -115,7 +123,7 @@ def _write_config(base: Path) -> Path:
         "ReturnToService=2", "SlurmctldTimeout=30", "SlurmdTimeout=30", "InactiveLimit=0",
         "MinJobAge=300", "KillWait=5", "Waittime=0",
         *(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} {hw} "
-          "RealMemory=1000 State=UNKNOWN" for name, port in NODES.items()),
+          "RealMemory=1000 State=UNKNOWN" for name, port in zip(NODES, node_ports, strict=True)),
         "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
     ]
     conf = base / "etc" / "slurm.conf"
@@ -227,7 +235,8 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         pytest.skip(reason)
     base = tmp_path_factory.mktemp("slurm")
     mark = f"dtm-slurm-{uuid.uuid4().hex[:12]}"
-    conf = _write_config(base)
+    ctld_port, *node_ports = _free_ports(1 + len(NODES))
+    conf = _write_config(base, ctld_port, node_ports)
     env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(conf), "DISTRUN_TEST_MARK": mark,
            "LANG": "C.UTF-8"}
     cluster = SlurmCluster(base, env, mark)
