@@ -15,6 +15,7 @@ empty.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -311,12 +312,16 @@ def test_a_failing_rank_is_the_launch_exit_status(ssh_bed: SshBed, tmp_path: Pat
 def test_a_failed_node_does_not_wait_for_the_others(ssh_bed: SshBed, tmp_path: Path) -> None:
     """Rank 3 (node 1) fails. Node 0's ranks finish, and its torchrun agent then waits up to
     300 s at its exit barrier for node 1's agent, which never comes. The launch returns at
-    once with node 1's status and hangs node 0 up. Known gap: the agent is blocked in C++
-    (store.wait), so the SIGHUP takes effect only when that barrier times out; node 0's
-    ``distrun launch`` stays until then (measured once: gone 299 s after the hang-up, nothing
-    left), and the bed's teardown ends it here."""
+    once with node 1's status and hangs node 0 up. The agent is blocked in C++ (store.wait),
+    where the SIGHUP's Python handler cannot run: distrun.launch.unblock ends that wait, and
+    node 0 is gone within seconds instead of 300 s."""
     done = launch(ssh_bed, tmp_path, args=("--fail-rank=3",))
     a1 = ssh_bed.cluster.addr(1)
     failed_node(done, a1, 3)
     assert f"distrun launch: {a1} ended with exit status 7; stopping the other nodes" in done.err
     assert done.took < 100, done.took
+    ssh_bed.assert_only_sshds_left(wait_s=30)  # the old agent stayed 299 s
+    events = [json.loads(line) for path in (tmp_path / "runs").glob("*-node0/events.jsonl")
+              for line in path.read_text(encoding="utf-8").splitlines()]
+    ends = [e for e in events if e["event"] == "job_finished"]
+    assert [(e["status"], e["message"]) for e in ends] == [("interrupted", "received SIGHUP")]

@@ -18,6 +18,7 @@ from distrun.launch import guardian, reaper
 from distrun.launch.firstfail import is_consequence, reorder
 from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
+from distrun.launch.unblock import endpoint_port, stop_signals_unblock_store
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import EXIT_STALLED, JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir, spared, utc_stamp
@@ -146,7 +147,8 @@ def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
     config.logs_specs = specs
     handlers = log_to(run)
     try:
-        outcome = _run(lambda: elastic_launch(config, entry)(*entry_args))
+        with stop_signals_unblock_store(endpoint_port(config.rdzv_endpoint)):
+            outcome = _run(lambda: elastic_launch(config, entry)(*entry_args))
     finally:
         specs.stop()
         for handler in handlers:

@@ -1,0 +1,109 @@
+"""A stop signal reaches a torchelastic agent that is blocked in its store.
+
+torchelastic turns SIGTERM, SIGINT and SIGHUP into ``SignalException`` through Python
+handlers, and Python runs a handler only between bytecodes. An agent blocked in one C++
+call (``store.wait`` at its exit barrier, up to ``exit_barrier_timeout`` = 300 s, or a
+rendezvous wait) holds the signal until that wait ends: a node whose ssh session hung up
+stayed five minutes after the launch had ended.
+
+While the launch runs, a thread sees every signal that has a Python handler (through
+``signal.set_wakeup_fd``). When a stop signal is still pending after ``GRACE_S`` and the
+main thread has not moved from a store wait of torchelastic's (same frame, same
+instruction, in its store or rendezvous code), it shuts down this process's connections to
+the store's port. The wait fails at once, the pending handler runs, and the
+launch ends as interrupted, exactly as it would have after the wait. A main thread anywhere else
+(torchelastic stopping the ranks, say) is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+
+import psutil
+
+GRACE_S = 3.0
+STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+# torchelastic's code that waits on the store: the exit barrier and the rendezvous
+WAITS = ("torch/distributed/elastic/utils/store.py",
+         "torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",
+         "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py",
+         "torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py")
+
+
+@contextlib.contextmanager
+def stop_signals_unblock_store(port: int | None) -> Iterator[None]:
+    """Run the block with the watcher thread above (a no-op off the main thread or without a
+    store port)."""
+    if port is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    done = threading.Event()
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=_watch, args=(read_end, port, done),
+                               name="distrun-unblock", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(previous)
+        os.close(write_end)  # the thread's read ends
+        watcher.join(timeout=GRACE_S + 1)
+        os.close(read_end)
+
+
+def endpoint_port(endpoint: str) -> int | None:
+    """The port of a rendezvous endpoint ``host:port`` (None: none, or 0 = chosen later)."""
+    _, _, port = endpoint.rpartition(":")
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def _watch(read_end: int, port: int, done: threading.Event) -> None:
+    main = threading.main_thread().ident
+    while True:
+        try:
+            got = os.read(read_end, 64)
+        except OSError:
+            return
+        if not got:
+            return
+        if not STOPS.intersection(got) or main is None:
+            continue
+        before = _store_wait(main)
+        if done.wait(GRACE_S):
+            return
+        if before is not None and _store_wait(main) == before:
+            shut_store_connections(port)
+
+
+def _store_wait(ident: int) -> tuple[int, int] | None:
+    """Where the main thread is (frame, instruction) when its innermost Python frame is
+    torchelastic's store or rendezvous code, which blocks only in store calls; else None.
+    The same place ``GRACE_S`` after a stop signal: blocked in one store call."""
+    frame = sys._current_frames().get(ident)
+    if frame is None or not frame.f_code.co_filename.replace(os.sep, "/").endswith(WAITS):
+        return None
+    return id(frame), frame.f_lasti
+
+
+def shut_store_connections(port: int) -> int:
+    """Shut down (both ways) this process's TCP connections to ``port``; how many."""
+    shut = 0
+    for conn in psutil.Process().net_connections(kind="tcp"):
+        if conn.fd < 0 or not conn.raddr or conn.raddr.port != port:
+            continue
+        try:
+            with socket.socket(fileno=os.dup(conn.fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+            shut += 1
+        except OSError:
+            continue  # closed meanwhile
+    return shut
