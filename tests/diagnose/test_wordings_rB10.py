@@ -48,6 +48,10 @@ CASES = {
         "Cannot resume training due to dataloader mismatch, please report this to the fairseq "
         "developers. You can relaunch training with `--reset-dataloader` and it should work.\n",
         "checkpoint-layout-mismatch", "low", None),
+    # a training script's own resume guard
+    "script-world-size-guard": (
+        "[Resume] Warning: checkpoint was saved with world_size=8, current world_size=4\n",
+        "checkpoint-layout-mismatch", "high", None),
     # SageMaker training job FailureReason
     "sagemaker-instance-more-memory": (
         "UnexpectedStatusException: Error for Training job pytorch-training-2024-01-01-00-00-00-000: "
@@ -136,6 +140,18 @@ CASES = {
         "in the provided sharded state dict. Missing keys (for all ranks): {'decoder.layers.self_attention"
         ".linear_qkv.weight'}.\n",
         "checkpoint-layout-mismatch", "low", None),
+    # TensorFlow bfc_allocator.cc DumpMemoryLog (INFO lines only, the W/E lines cut off)
+    "tf-bfc-dump-info": (
+        "2019-04-02 00:54:04.595990: I tensorflow/core/common_runtime/bfc_allocator.cc:641] 7 Chunks of "
+        "size 1644167168 totalling 10.72GiB\n"
+        "2019-04-02 00:54:04.596001: I tensorflow/core/common_runtime/bfc_allocator.cc:645] Sum Total of "
+        "in-use chunks: 13.89GiB\n",
+        "cuda-out-of-memory", "high", None),
+    # fairseq trainer.py train_step (a WARNING, the run goes on)
+    "fairseq-recover-from-oom": (
+        "2021-05-01 10:00:00 | WARNING | fairseq.trainer | attempting to recover from OOM in "
+        "forward/backward pass\n",
+        "cuda-out-of-memory", "high", None),
     # TensorFlow GPU copy whose destination could not be allocated
     "tf-dst-tensor": (
         "tensorflow.python.framework.errors_impl.InternalError: Dst tensor is not initialized.\n",
@@ -187,6 +203,11 @@ NEGATIVE = {
         "RuntimeError: Error(s) in loading state_dict for ResNet:\n"
         "\tsize mismatch for fc.weight: copying a param with shape torch.Size([1000, 2048]) from "
         "checkpoint, the shape in current model is torch.Size([10, 2048]).\n",
+        None),
+    # OLMo-core's notice on a resharded resume (it goes on) is not a layout failure
+    "olmo-rng-notice": (
+        "WARNING: Trainer will not restore rank RNG states since the RNG states in the checkpoint "
+        "were saved with a different world size.\n",
         None),
     # host memory of a CPU allocator is not device memory
     "cpu-allocator-not-device": (
