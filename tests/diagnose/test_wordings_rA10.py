@@ -109,7 +109,59 @@ CASES = {
         "node1:9:9 [0] misc/cudawrap.cc:89 NCCL WARN cuDriverGetVersion failed with 34\n",
         "nccl-cuda-library-mismatch", "low", None),
 
+    # libnvidia-container writes NVML's "Driver/library version mismatch" in lower case
+    "container-cli-driver-library-mismatch": (
+        "docker: Error response from daemon: failed to create task for container: failed to create "
+        "shim task: OCI runtime create failed: runc create failed: unable to start container process: "
+        "error during container init: error running hook #0: error running hook: exit status 1, "
+        "stdout: , stderr: nvidia-container-cli: initialization error: nvml error: driver/library "
+        "version mismatch: unknown.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # torch 0.4-1.x own libraries of another build left on the path
+    "torch-aten-undefined-symbol": (
+        "  File \"/usr/local/lib/python2.7/dist-packages/torch/__init__.py\", line 80, in <module>\n"
+        "    from torch._C import *\n"
+        "ImportError: /usr/local/lib/python2.7/dist-packages/torch/lib/libATen.so.1: undefined symbol: "
+        "THNN_CudaDoubleSpatialClassNLLCriterion_updateGradInput\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # glibc's dlerror in a zh_CN / de / fr / ja locale
+    "zh-cudart-missing": (
+        "ImportError: libcudart.so.11.0: 无法打开共享对象文件: 没有那个文件或目录\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    "de-nccl-missing": (
+        "OSError: libnccl.so.2: Kann die Shared-Object-Datei nicht öffnen: Datei oder Verzeichnis nicht "
+        "gefunden\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    "fr-cudnn-missing": (
+        "ImportError: libcudnn.so.8: Ne peut ouvrir le fichier d'objet partagé: Aucun fichier ou "
+        "dossier de ce type\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    "ja-torch-cuda-missing": (
+        "ImportError: libtorch_cuda.so: 共有オブジェクトファイルを開けません: "
+        "そのようなファイルやディレクトリはありません\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # any other library in those locales: as weak as the English "cannot open shared object file"
+    "zh-other-library-missing": (
+        "ImportError: libgomp.so.1: 无法打开共享对象文件: 没有那个文件或目录\n",
+        "nccl-cuda-library-mismatch", "low", None),
+
     # ---- cuda-unavailable ----
+    # the driver library itself in a zh_CN locale (no NVIDIA driver), as the English weak wording
+    "zh-libcuda-missing": (
+        "ImportError: libcuda.so.1: 无法打开共享对象文件: 没有那个文件或目录\n",
+        "cuda-unavailable", "low", None),
+    # torch/cuda/_utils.py _get_device_index after a script fell back to the CPU device
+    "cuda-call-given-cpu-device": (
+        "  File \"torch/cuda/__init__.py\", line 397, in set_device\n"
+        "    device = _get_device_index(device)\n"
+        "ValueError: Expected a cuda device, but got: cpu\n",
+        "cuda-unavailable", "low", None),
+    # c10/core/Device.cpp: "npu" asked for without torch_npu
+    "device-string-npu-without-plugin": (
+        "RuntimeError: Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, "
+        "fpga, ort, xla, lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type at start of "
+        "device string: npu\n",
+        "cuda-unavailable", "low", None),
     # torch/distributed/fsdp/_init_utils.py (FSDP1) on a host without an accelerator
     "fsdp-needs-accelerator": (
         "  File \"torch/distributed/fsdp/_init_utils.py\", line 525, in _get_compute_device\n"
