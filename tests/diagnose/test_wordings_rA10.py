@@ -124,6 +124,13 @@ CASES = {
         "ImportError: /usr/local/lib/python2.7/dist-packages/torch/lib/libATen.so.1: undefined symbol: "
         "THNN_CudaDoubleSpatialClassNLLCriterion_updateGradInput\n",
         "nccl-cuda-library-mismatch", "high", None),
+    # NCCL CUDACHECK and nccl-tests: NCCL or the tests built without code for this GPU
+    "nccl-cuda-failure-invalid-device-function": (
+        "node1:4:4 [0] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    "nccl-tests-invalid-device-function": (
+        "node1: Test CUDA failure common.cu:892 'invalid device function'\n",
+        "nccl-cuda-library-mismatch", "high", None),
     # glibc's dlerror in a zh_CN / de / fr / ja locale
     "zh-cudart-missing": (
         "ImportError: libcudart.so.11.0: 无法打开共享对象文件: 没有那个文件或目录\n",
@@ -146,6 +153,10 @@ CASES = {
         "nccl-cuda-library-mismatch", "low", None),
 
     # ---- cuda-unavailable ----
+    # Cambricon CNRT (cnrt.h): no MLU found
+    "cambricon-no-device": (
+        "RuntimeError: CNRT error: cnrtErrorNoDevice: no device is found\n",
+        "cuda-unavailable", "medium", None),
     # the driver library itself in a zh_CN locale (no NVIDIA driver), as the English weak wording
     "zh-libcuda-missing": (
         "ImportError: libcuda.so.1: 无法打开共享对象文件: 没有那个文件或目录\n",
@@ -242,6 +253,11 @@ CASES = {
         "NotImplementedError: Could not run 'c10d::allreduce_' with arguments from the 'PrivateUse1' "
         "backend. This could be because the operator doesn't exist for this backend.\n",
         "backend-device-unsupported", "high", None),
+    # horovod/runner/launch.py
+    "horovod-no-controller-built": (
+        "ValueError: Neither MPI nor Gloo support has been built. Try reinstalling Horovod ensuring "
+        "that either MPI is installed (MPI) or CMake is installed (Gloo).\n",
+        "backend-device-unsupported", "high", None),
 
     # ---- duplicate-gpu ----
     # CuPy's NCCL bindings (cupy_backends/cuda/libs/nccl.pyx) at NcclCommunicator init
@@ -306,6 +322,10 @@ NEGATIVE = {
         "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
         "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000\n",
         "duplicate-gpu"),
+    # Cambricon's cnrtSetDevice with an ordinal out of range is not Ascend's rtSetDevice
+    "cambricon-device-invalid": (
+        "RuntimeError: cnrtSetDevice failed: cnrtErrorDeviceInvalid\n",
+        "cuda-invalid-device-ordinal"),
     # cudaErrorInvalidDevicePointer (a bad pointer) is not an invalid device ordinal
     "cupy-invalid-device-pointer": (
         "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorInvalidDevicePointer: invalid "
