@@ -131,6 +131,17 @@ CASES = {
     "nccl-tests-invalid-device-function": (
         "node1: Test CUDA failure common.cu:892 'invalid device function'\n",
         "nccl-cuda-library-mismatch", "high", None),
+    # DeepSpeed op_builder/builder.py assert_no_cuda_mismatch / assert_torch_info
+    "deepspeed-cuda-mismatch-exception": (
+        "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: Installed "
+        "CUDA version 11.8 does not match the version torch was compiled with 12.4, unable to compile "
+        "cuda/cpp extensions without a matching cuda version.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    "deepspeed-prebuilt-ops-mismatch": (
+        "RuntimeError: PyTorch and CUDA version mismatch! DeepSpeed ops were compiled and installed "
+        "with a different version than what is being used at runtime. Please re-install DeepSpeed or "
+        "switch torch versions. Install torch version=2.1, Runtime torch version=2.3\n",
+        "nccl-cuda-library-mismatch", "high", None),
     # glibc's dlerror in a zh_CN / de / fr / ja locale
     "zh-cudart-missing": (
         "ImportError: libcudart.so.11.0: 无法打开共享对象文件: 没有那个文件或目录\n",
@@ -203,6 +214,11 @@ CASES = {
         "NVRM:  this GPU.  Continuing probe...\n"
         "NVRM: No NVIDIA GPU found.\n",
         "cuda-unavailable", "medium", None),
+    # the legacy-branch line alone (the module may still drive another GPU of the host)
+    "nvrm-legacy-gpu-alone": (
+        "NVRM: The NVIDIA GeForce 920M GPU installed in this system is\n"
+        "NVRM:  supported through the NVIDIA 470.xx Legacy drivers. Please\n",
+        "cuda-unavailable", "low", None),
     # modprobe when the module cannot load (secure boot, kernel update without DKMS rebuild)
     "modprobe-nvidia": (
         "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n",
@@ -326,6 +342,11 @@ NEGATIVE = {
     "cambricon-device-invalid": (
         "RuntimeError: cnrtSetDevice failed: cnrtErrorDeviceInvalid\n",
         "cuda-invalid-device-ordinal"),
+    # DeepSpeed's accepted minor-version difference is a healthy build's line
+    "deepspeed-cuda-minor-accepted": (
+        "Installed CUDA version 11.8 does not match the version torch was compiled with 11.7 but since "
+        "the APIs are compatible, accepting this combination\n",
+        None),
     # cudaErrorInvalidDevicePointer (a bad pointer) is not an invalid device ordinal
     "cupy-invalid-device-pointer": (
         "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorInvalidDevicePointer: invalid "
