@@ -142,6 +142,24 @@ CASES = {
         "with a different version than what is being used at runtime. Please re-install DeepSpeed or "
         "switch torch versions. Install torch version=2.1, Runtime torch version=2.3\n",
         "nccl-cuda-library-mismatch", "high", None),
+    # PaddlePaddle platform/dynload/dynamic_loader.cc on Windows (error 126: the DLL not found)
+    "paddle-cudnn-dll-not-configured": (
+        "RuntimeError: (PreconditionNotMet) The third-party dynamic library (cudnn64_8.dll) that "
+        "Paddle depends on is not configured correctly. (error code is 126)\n"
+        "  Suggestions:\n"
+        "  1. Check if the third-party dynamic library (e.g. CUDA, CUDNN) is installed correctly and "
+        "its version is matched with paddlepaddle you installed.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # PaddlePaddle ExternalError with the runtime's enum in its hint
+    "paddle-invalid-device-function": (
+        "ExternalError: CUDA error(98), invalid device function.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    # PaddlePaddle gpu_resources.cc version warning alone (runs that then work print it too)
+    "paddle-cudnn-version-warning": (
+        "W1114 22:57:33.949204    32 device_context.h:397] WARNING: device: 0. The installed Paddle is "
+        "compiled with CUDNN 8.1, but CUDNN version in your machine is 8.0, which may cause serious "
+        "incompatible bug. Please recompile or reinstall Paddle with compatible CUDNN version.\n",
+        "nccl-cuda-library-mismatch", "low", None),
     # glibc's dlerror in a zh_CN / de / fr / ja locale
     "zh-cudart-missing": (
         "ImportError: libcudart.so.11.0: 无法打开共享对象文件: 没有那个文件或目录\n",
@@ -279,6 +297,13 @@ CASES = {
     # CuPy's NCCL bindings (cupy_backends/cuda/libs/nccl.pyx) at NcclCommunicator init
     "cupy-nccl-invalid-usage": (
         "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage\n",
+        "duplicate-gpu", "low", None),
+    # PaddlePaddle's NCCL check (enforce.h) with its hint line
+    "paddle-nccl-invalid-usage": (
+        "OSError: (External) NCCL error(5), invalid usage.\n"
+        "  [Hint: 'ncclInvalidUsage'. The call to NCCL is incorrect. This is usually reflecting a "
+        "programming error.] (at /paddle/Paddle/paddle/fluid/distributed/collective/"
+        "ProcessGroupNCCL.cc:105)\n",
         "duplicate-gpu", "low", None),
 
     # ---- ascend-hccl ----
