@@ -160,6 +160,11 @@ CASES = {
         "compiled with CUDNN 8.1, but CUDNN version in your machine is 8.0, which may cause serious "
         "incompatible bug. Please recompile or reinstall Paddle with compatible CUDNN version.\n",
         "nccl-cuda-library-mismatch", "low", None),
+    # TensorFlow common_runtime/gpu/gpu_device.cc with another CUDA release's libcudart first
+    "tf-cudageterrorstring-symbol": (
+        "tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: "
+        "cudaGetErrorString symbol not found\n",
+        "nccl-cuda-library-mismatch", "high", None),
     # glibc's dlerror in a zh_CN / de / fr / ja locale
     "zh-cudart-missing": (
         "ImportError: libcudart.so.11.0: 无法打开共享对象文件: 没有那个文件或目录\n",
