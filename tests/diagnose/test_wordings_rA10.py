@@ -339,7 +339,22 @@ CASES = {
 }
 
 # (log text, the rule expected instead, or None for no known cause)
+TORCHVISION_IMAGE = (
+    "/opt/conda/lib/python3.10/site-packages/torchvision/io/image.py:13: UserWarning: Failed to "
+    "load image Python extension: '/opt/conda/lib/python3.10/site-packages/torchvision/image.so: "
+    "undefined symbol: _ZN3c1017RegisterOperatorsD1Ev'If you don't plan on using image "
+    "functionality from `torchvision.io`, you can ignore this warning. Otherwise, there might be "
+    "something wrong with your environment. Did you have `libjpeg` or `libpng` installed before "
+    "building `torchvision` from source?\n  warn(\n")
+
 NEGATIVE = {
+    # torchvision's import-time warning (torchvision/io/image.py) is harmless: it names no cause
+    # of its own, and the real one later in the log wins (it was a strong library mismatch)
+    "torchvision-image-extension-alone": (TORCHVISION_IMAGE + "epoch 0 step 10 loss 2.31\n", None),
+    "torchvision-image-extension-then-oom": (
+        TORCHVISION_IMAGE + "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to "
+        "allocate 2.00 GiB. GPU 1 has a total capacity of 79.10 GiB of which 1.02 GiB is free.\n",
+        "cuda-out-of-memory"),
     # fcntl locks on NFS (EDEADLK) are not a thread joining itself at exit
     "nfs-lock-deadlock": (
         "OSError: [Errno 35] Resource deadlock avoided\n",

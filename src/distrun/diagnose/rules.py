@@ -86,6 +86,12 @@ BENIGN_PATTERNS = (
     # cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"; training goes on (pytorch/pytorch#121834,
     # silenced in 2.3.1). Not "CuDNNError: ... EXECUTION_FAILED", which is a real failure.
     "Plan failed with a cudnnException: .*CUDNN_STATUS_NOT_SUPPORTED",
+    # torchvision/io/image.py's import-time warning when its optional image codecs library
+    # does not load ("UserWarning: Failed to load image Python extension: '.../image.so:
+    # undefined symbol: _ZN3c10...'If you don't plan on using image functionality from
+    # `torchvision.io`, you can ignore this warning."); training goes on. A torchvision built
+    # for another torch fails for real on its ops: "operator torchvision::nms does not exist".
+    "Failed to load image Python extension",
 )
 # NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
 # (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>
