@@ -114,3 +114,34 @@ def test_a_node_relay_keeps_reading_after_the_console_went_away() -> None:
     node = io.StringIO("".join(f"rank 3 step {i}\n" for i in range(10_000)))
     _relay(node, "[node1] ", GonePipe())  # type: ignore[arg-type]
     assert node.read() == ""  # every line was read
+
+
+REMOTE_COLOURED = ("\x1b[1;32mepoch 0\x1b[0m loss 2.31\r\n"
+                   "\x1b]0;user@node1: ~\x07\x1b[?25lrank 3 done\x1b[?25h\r\n")
+
+
+def test_a_node_relay_into_a_file_drops_the_remote_terminal_codes(tmp_path: Path) -> None:
+    """``ssh -tt`` gives the remote side a terminal, so its programs colour their output:
+    the lines reach a file (or a pipe) here without the codes and the terminal's \\r."""
+    from distrun.launch.fanout import _relay
+
+    out = tmp_path / "console.txt"
+    with open(out, "w", encoding="utf-8") as sink:
+        _relay(io.StringIO(REMOTE_COLOURED), "[node1] ", sink)
+    assert out.read_text(encoding="utf-8") == "[node1] epoch 0 loss 2.31\n[node1] rank 3 done\n"
+
+
+def test_a_node_relay_into_a_terminal_keeps_the_colours() -> None:
+    import os
+
+    from distrun.launch.fanout import _relay
+
+    primary, secondary = os.openpty()  # a real terminal
+    try:
+        with open(secondary, "w", encoding="utf-8", closefd=False) as sink:
+            _relay(io.StringIO(REMOTE_COLOURED), "[node1] ", sink)
+        shown = os.read(primary, 4096).decode()
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert "\x1b[1;32mepoch 0\x1b[0m loss 2.31" in shown

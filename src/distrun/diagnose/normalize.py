@@ -22,11 +22,12 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from distrun.model.terminal import strip_control
+
 MAX_LINE = 64 * 1024  # characters of one logical line that are considered
 Span = tuple[tuple[int, int], ...]  # ranges of ranks, first to last
 _TASK_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _PARTS = re.compile(r"\\r\\n|\\n|\r")
 _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
@@ -137,8 +138,7 @@ class Logical:
 
 def clean(raw: str) -> str:
     """ANSI codes and HTML character references off, the length capped."""
-    if "\x1b" in raw:
-        raw = _ANSI.sub("", raw)
+    raw = strip_control(raw)
     if "&" in raw and ";" in raw:
         raw = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], raw)
     return raw[:MAX_LINE]

@@ -30,6 +30,7 @@ from distrun.errors import UsageError
 from distrun.launch.console import to_console
 from distrun.model.invocation import DEFAULT_PORT
 from distrun.model.plan import Request
+from distrun.model.terminal import strip_control
 from distrun.model.userfile import read_user_text
 
 # -tt: the remote command gets a terminal, so it is hung up (SIGHUP) when the ssh ends
@@ -176,15 +177,27 @@ def _relay(stream: IO[str], prefix: str, sink: IO[str],
            answer: Callable[[], None] | None = None) -> None:
     """Copy a node's output to the console; when the console goes away (a pipe into head),
     keep reading, so the node's ssh never blocks on a full pipe and the job goes on. The
-    first :data:`TOKEN_READY` line is not shown: it calls ``answer`` (sends the token)."""
+    first :data:`TOKEN_READY` line is not shown: it calls ``answer`` (sends the token).
+    The remote side has a terminal (``-tt``) and may colour its output: the colours reach a
+    terminal here, not a file or a pipe."""
     shown: IO[str] | None = sink
+    plain = not _is_terminal(sink)
     for line in stream:
         text = line.replace("\r", "")
+        text = strip_control(text) if plain else text
         if answer is not None and text.rstrip("\n") == TOKEN_READY:
             answer()
             answer = None
             continue
         shown = to_console(shown, prefix + text)
+
+
+def _is_terminal(sink: IO[str]) -> bool:
+    """A console that is a terminal (a closed one, or a stand-in without isatty, is not)."""
+    try:
+        return bool(getattr(sink, "isatty", lambda: False)())
+    except (OSError, ValueError):
+        return False
 
 
 def first_failure(procs: Sequence[subprocess.Popen[str]], poll_s: float = 0.2
