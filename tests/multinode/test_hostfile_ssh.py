@@ -265,6 +265,7 @@ def test_hostfile_launch_over_ssh_runs_every_rank(ssh_bed: SshBed, tmp_path: Pat
         # the token is not exported here: each node says its exchange is unsigned
         assert "the node exchange is unauthenticated: DISTRUN_JOB_TOKEN is not set" in lines
     assert not done.err.strip(), done.err
+    assert "\x1b" not in done.out and "\r" not in done.out  # no remote terminal codes in a pipe
     ssh_bed.assert_only_sshds_left()
 
 

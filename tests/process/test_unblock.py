@@ -35,9 +35,11 @@ store = TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=20)
 started = time.monotonic()
 
 
+ended = []
+
+
 def stopped():
-    print(f"stopped after {time.monotonic() - started:.1f} s", flush=True)
-    sys.exit(3)
+    ended.append(f"stopped after {time.monotonic() - started:.1f} s")
 
 
 try:
@@ -54,11 +56,17 @@ try:
                 stopped()
 except Stop:
     stopped()
-print("no stop", flush=True)
+print(ended[0] if ended else "no stop", flush=True)
+print("held", flush=True)  # the bookkeeping: a second stop signal must let it finish
+time.sleep(2)
+print("recorded", flush=True)
+sys.exit(3 if ended else 0)
 """
 
 
 def run_child(mode: str, tmp_path: Path) -> tuple[int, str, float]:
+    """The child's exit status, output and the seconds from the stop signal to its end; a
+    second stop signal is sent while it writes its record."""
     script = tmp_path / "child.py"
     script.write_text(CHILD, encoding="utf-8")
     proc = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE,
@@ -70,8 +78,14 @@ def run_child(mode: str, tmp_path: Path) -> tuple[int, str, float]:
         time.sleep(0.5)  # into the C++ wait
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
+        lines = []
+        while not lines or lines[-1] != "held":
+            lines.append(proc.stdout.readline().strip())
+            assert lines[-1], lines  # the child ended before its bookkeeping
+        took = time.monotonic() - sent
+        proc.send_signal(signal.SIGTERM)  # as a hung-up terminal does
         out, _ = proc.communicate(timeout=90)
-        return proc.returncode, out, time.monotonic() - sent
+        return proc.returncode, "\n".join(lines) + "\n" + out, took
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -83,6 +97,7 @@ def test_a_stop_signal_ends_a_blocked_store_wait(tmp_path: Path) -> None:
     rc, out, took = run_child("on", tmp_path)
     assert rc == 3, out
     assert "stopped after" in out, out
+    assert out.endswith("held\nrecorded\n"), out  # the second signal let the record be written
     assert took < 12, took  # the store's own timeout is 20 s; distrun acts after 3 s
 
 

@@ -18,7 +18,12 @@ from distrun.launch import guardian, reaper
 from distrun.launch.firstfail import is_consequence, reorder
 from distrun.launch.options import LaunchOptions
 from distrun.launch.torchrun import namespace
-from distrun.launch.unblock import endpoint_port, stop_signals_unblock_store
+from distrun.launch.unblock import (
+    endpoint_port,
+    restore_handlers,
+    stop_handlers,
+    stop_signals_unblock_store,
+)
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import EXIT_STALLED, JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir, spared, utc_stamp
@@ -230,6 +235,7 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     guard = guardian.start(run.path)  # ends the ranks if this process is killed
     started = time.monotonic()
     watching = Watching(run, plan, options, node_rank)
+    handlers = stop_handlers()
     try:
         outcome = run_job(plan, run, node_rank, echo)
     finally:
@@ -243,6 +249,7 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     run.event("job_finished", exitcode=outcome.exitcode, status=outcome.status.value,
               duration_s=round(time.monotonic() - started, 3), message=outcome.message)
     guard.release()
+    restore_handlers(handlers)
     return outcome
 
 

@@ -12,7 +12,8 @@ main thread has not moved from a store wait of torchelastic's (same frame, same
 instruction, in its store or rendezvous code), it shuts down this process's connections to
 the store's port. The wait fails at once, the pending handler runs, and the
 launch ends as interrupted, exactly as it would have after the wait. A main thread anywhere else
-(torchelastic stopping the ranks, say) is never touched.
+(torchelastic stopping the ranks, say) is never touched. Once the launch is over, until the
+job's record is written, further stop signals are let pass (:func:`hold_stop_signals`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 
@@ -38,10 +40,16 @@ WAITS = ("torch/distributed/elastic/utils/store.py",
 
 @contextlib.contextmanager
 def stop_signals_unblock_store(port: int | None) -> Iterator[None]:
-    """Run the block with the watcher thread above (a no-op off the main thread or without a
-    store port)."""
-    if port is None or threading.current_thread() is not threading.main_thread():
+    """Run the block with the watcher thread above (none without a store port), then hold the
+    stop signals (:func:`hold_stop_signals`); off the main thread, neither."""
+    if threading.current_thread() is not threading.main_thread():
         yield
+        return
+    if port is None:
+        try:
+            yield
+        finally:
+            hold_stop_signals()
         return
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
@@ -53,11 +61,42 @@ def stop_signals_unblock_store(port: int | None) -> Iterator[None]:
     try:
         yield
     finally:
+        hold_stop_signals()
         done.set()
         signal.set_wakeup_fd(previous)
         os.close(write_end)  # the thread's read ends
         watcher.join(timeout=GRACE_S + 1)
         os.close(read_end)
+
+
+def hold_stop_signals() -> None:
+    """The ranks are done: from here to the job's record a stop signal is let pass. A hung-up
+    terminal sends SIGHUP twice (to the foreground group, then as its session leader exits),
+    and torchelastic's handlers, still installed, would raise the second one in the middle of
+    the bookkeeping and lose the record. A handler, not SIG_IGN, which children would inherit."""
+    for signum in (*STOPS, signal.SIGQUIT):
+        signal.signal(signum, _let_pass)
+
+
+def _let_pass(signum: int, frame: object) -> None:
+    """A stop signal after the ranks ended: the job is ending already."""
+
+
+Handlers = dict[int, Any]
+
+
+def stop_handlers() -> Handlers:
+    """The stop signals' handlers now (before torchelastic installs its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.getsignal(signum) for signum in (*STOPS, signal.SIGQUIT)}
+
+
+def restore_handlers(handlers: Handlers) -> None:
+    """Put back what :func:`stop_handlers` saw, once the job's record is written."""
+    for signum, handler in handlers.items():
+        if handler is not None:
+            signal.signal(signum, handler)
 
 
 def endpoint_port(endpoint: str) -> int | None:
