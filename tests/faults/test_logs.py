@@ -145,3 +145,22 @@ def test_a_node_relay_into_a_terminal_keeps_the_colours() -> None:
         os.close(primary)
         os.close(secondary)
     assert "\x1b[1;32mepoch 0\x1b[0m loss 2.31" in shown
+
+
+def test_the_watcher_and_the_summary_survive_a_console_that_went_away(tmp_path: Path) -> None:
+    """A node whose terminal hung up (its ssh ended) still writes its record: the watcher's
+    last notices and the launch summary go to a console that fails every write (EIO)."""
+    from distrun.cli.launch import Stderr
+    from distrun.model.rundir import RunDir
+    from distrun.monitor.watcher import LauncherActions
+
+    run = RunDir.create(tmp_path / "run")
+    actions = LauncherActions(run, out=GonePipe())  # type: ignore[arg-type]
+    actions.say("distrun: verify: ok: 2/2 ranks joined")
+    actions.record("job_finished", exitcode=129, status="interrupted")
+    err = Stderr()
+    err.out = GonePipe()  # type: ignore[assignment]
+    err.print("distrun: job interrupted (received SIGHUP)")
+    run.close()
+    events = (tmp_path / "run" / "events.jsonl").read_text(encoding="utf-8")
+    assert '"event": "job_finished"' in events

@@ -14,6 +14,7 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import IO
 
 from distrun.checks.network import NetworkSetup
 from distrun.checks.preflight import preflight
@@ -27,6 +28,7 @@ from distrun.launch.options import DEFAULT_MASTER_WAIT_S, LaunchOptions
 from distrun.launch.rundir import RunDir, RunDirError, default_path, redact
 from distrun.model.plan import Finding, LaunchPlan, Request
 from distrun.model.record import JobOutcome, JobStatus, printable
+from distrun.model.terminal import to_console
 
 # Imported where needed, not here: each costs start-up time on every launch (see
 # benchmarks/launch_overhead.py): rich (only to show findings or a plan), the Slurm
@@ -37,8 +39,11 @@ class Stderr:
     """Plain lines to stderr with the call shape of rich's ``Console.print`` (no markup: the
     text may hold a user's or a log's brackets)."""
 
+    def __init__(self) -> None:
+        self.out: IO[str] | None = sys.stderr  # None once the console went away
+
     def print(self, text: str, **_: object) -> None:
-        print(text, file=sys.stderr, flush=True)
+        self.out = to_console(self.out, text + "\n")
 
 
 def show_findings(items: list[Finding]) -> None:

@@ -27,10 +27,9 @@ from typing import IO
 
 from distrun.checks.nodewire import TOKEN_VAR
 from distrun.errors import UsageError
-from distrun.launch.console import to_console
 from distrun.model.invocation import DEFAULT_PORT
 from distrun.model.plan import Request
-from distrun.model.terminal import strip_control
+from distrun.model.terminal import strip_control, to_console
 from distrun.model.userfile import read_user_text
 
 # -tt: the remote command gets a terminal, so it is hung up (SIGHUP) when the ssh ends

@@ -23,8 +23,8 @@ from typing import IO
 
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, LogsDest, Std
 
-from distrun.launch.console import to_console
 from distrun.model.rundir import RunDir, spared, utc_now
+from distrun.model.terminal import to_console
 
 POLL_S = 0.05
 CHUNK = 1 << 20

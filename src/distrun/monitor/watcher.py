@@ -22,12 +22,13 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TextIO
+from typing import IO, Any, Protocol, TextIO
 
 from distrun.model.findings import Finding
 from distrun.model.plan import LaunchPlan
 from distrun.model.progress import RankProgress
 from distrun.model.rundir import SAMPLES, RunDir
+from distrun.model.terminal import to_console
 from distrun.monitor import stall
 from distrun.monitor.detectors import (
     FINAL_ATTR,
@@ -63,14 +64,16 @@ class LauncherActions:
 
     def __init__(self, run: RunDir, out: TextIO | None = None,
                  launcher_pid: int | None = None) -> None:
-        self.run, self.out = run, out or sys.stderr
+        self.run = run
+        self.out: IO[str] | None = out or sys.stderr  # None once the console went away
         self.launcher_pid = launcher_pid or os.getpid()
 
     def record(self, name: str, **fields: Any) -> None:
         self.run.event(name, **fields)
 
     def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        """A line on the console; a console gone (a hung-up terminal) loses nothing else."""
+        self.out = to_console(self.out, text + "\n")
 
     def write_json(self, name: str, data: Any) -> None:
         self.run.write_json(name, data)
