@@ -8,10 +8,7 @@ neighbouring category's message that the new patterns must not take.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from tests.diagnose.wording import check_neighbour, check_wording
+from tests.diagnose.wording import wording_tests
 
 # (log text, rule id, confidence, rank or None)
 CASES = {
@@ -287,11 +284,4 @@ NEGATIVE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_wording_names_the_rule(tmp_path: Path, name: str) -> None:
-    check_wording(tmp_path, name, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(NEGATIVE))
-def test_neighbour_is_not_taken(tmp_path: Path, name: str) -> None:
-    check_neighbour(tmp_path, name, NEGATIVE[name])
+test_wording_names_the_rule, test_neighbour_is_not_taken = wording_tests(CASES, NEGATIVE)
