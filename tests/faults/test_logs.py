@@ -72,6 +72,9 @@ class GonePipe:
     def flush(self) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
+    def isatty(self) -> bool:
+        return False
+
 
 def test_a_console_that_went_away_loses_no_rank_log_line(tmp_path: Path) -> None:
     out = tmp_path / "rank.log"

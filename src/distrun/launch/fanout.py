@@ -192,9 +192,9 @@ def _relay(stream: IO[str], prefix: str, sink: IO[str],
 
 
 def _is_terminal(sink: IO[str]) -> bool:
-    """A console that is a terminal (a closed one, or a stand-in without isatty, is not)."""
+    """A console that is a terminal (a closed one is not)."""
     try:
-        return bool(getattr(sink, "isatty", lambda: False)())
+        return sink.isatty()
     except (OSError, ValueError):
         return False
 

@@ -31,6 +31,7 @@ import psutil
 
 GRACE_S = 3.0
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+HELD = (*STOPS, signal.SIGQUIT)  # every signal torchelastic turns into SignalException
 # torchelastic's code that waits on the store: the exit barrier and the rendezvous
 WAITS = ("torch/distributed/elastic/utils/store.py",
          "torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",
@@ -45,11 +46,18 @@ def stop_signals_unblock_store(port: int | None) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    if port is None:
-        try:
+    try:
+        with _unblocking(port):
             yield
-        finally:
-            hold_stop_signals()
+    finally:
+        hold_stop_signals()
+
+
+@contextlib.contextmanager
+def _unblocking(port: int | None) -> Iterator[None]:
+    """The watcher thread, while the block runs (none without a store port)."""
+    if port is None:
+        yield
         return
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
@@ -61,7 +69,6 @@ def stop_signals_unblock_store(port: int | None) -> Iterator[None]:
     try:
         yield
     finally:
-        hold_stop_signals()
         done.set()
         signal.set_wakeup_fd(previous)
         os.close(write_end)  # the thread's read ends
@@ -74,7 +81,7 @@ def hold_stop_signals() -> None:
     terminal sends SIGHUP twice (to the foreground group, then as its session leader exits),
     and torchelastic's handlers, still installed, would raise the second one in the middle of
     the bookkeeping and lose the record. A handler, not SIG_IGN, which children would inherit."""
-    for signum in (*STOPS, signal.SIGQUIT):
+    for signum in HELD:
         signal.signal(signum, _let_pass)
 
 
@@ -89,7 +96,7 @@ def stop_handlers() -> Handlers:
     """The stop signals' handlers now (before torchelastic installs its own)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {signum: signal.getsignal(signum) for signum in (*STOPS, signal.SIGQUIT)}
+    return {signum: signal.getsignal(signum) for signum in HELD}
 
 
 def restore_handlers(handlers: Handlers) -> None:
@@ -133,16 +140,13 @@ def _store_wait(ident: int) -> tuple[int, int] | None:
     return id(frame), frame.f_lasti
 
 
-def shut_store_connections(port: int) -> int:
-    """Shut down (both ways) this process's TCP connections to ``port``; how many."""
-    shut = 0
+def shut_store_connections(port: int) -> None:
+    """Shut down (both ways) this process's TCP connections to ``port``."""
     for conn in psutil.Process().net_connections(kind="tcp"):
         if conn.fd < 0 or not conn.raddr or conn.raddr.port != port:
             continue
         try:
             with socket.socket(fileno=os.dup(conn.fd)) as sock:
                 sock.shutdown(socket.SHUT_RDWR)
-            shut += 1
         except OSError:
             continue  # closed meanwhile
-    return shut
