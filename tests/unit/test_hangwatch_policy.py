@@ -156,6 +156,24 @@ def test_named_once_resolved_once_and_warn_never_stops(tmp_path: Path) -> None:
         "process group 0) went on",)
 
 
+def test_a_hang_that_resolved_just_before_the_end_is_reported_in_the_final_look(
+        tmp_path: Path) -> None:
+    hung = {0: progress(0, 2, 1), 1: progress(1, 1, 1)}
+    resolving = HangDetector([0, 1], HangConfig(action="warn"))
+    resolving(hang_tick(tmp_path, hung, Probes()))
+    moved = {r: progress(r, 2, 2, exited=NOW - 1) for r in (0, 1)}
+    [resolved] = resolving(hang_tick(tmp_path, moved, Probes(), final=True))
+    assert isinstance(resolved, Notice) and resolved.lines == (
+        "distrun: hang resolved: rank 1 caught up and collective #2 (gloo:all_reduce [[10]], "
+        "process group 0) went on",)
+    # the job ended inside the hang: every rank is gone, the collective never completed
+    ended = HangDetector([0, 1], HangConfig(action="warn"))
+    ended(hang_tick(tmp_path, hung, Probes()))
+    still = {0: progress(0, 2, 1, exited=NOW - 1), 1: progress(1, 1, 1, exited=NOW - 1)}
+    out = ended(hang_tick(tmp_path, still, Probes(), final=True))
+    assert not any("resolved" in line for r in out if isinstance(r, Notice) for line in r.lines)
+
+
 def test_a_rank_gone_is_named_in_the_final_look_without_a_stop(tmp_path: Path) -> None:
     gone = {0: progress(0, 2, 1), 1: progress(1, 1, 1, exited=NOW - 1)}
     proving, hanging = hang_detectors([0, 1], HangConfig())

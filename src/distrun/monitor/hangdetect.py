@@ -226,7 +226,7 @@ class HangDetector:
             beats = {r: s.beat_time for r, s in t.state.ranks.items()}
             verdict = quiet_verdict(t.progress, health, beats, t.now, self.expected,
                                     after_s=self.config.quiet_s)
-        out = self._resolved(verdict, t.final)
+        out = self._resolved(verdict, t.final, t.progress)
         self.current = verdict
         if verdict is not None:
             out += self._act(t, verdict)
@@ -246,12 +246,14 @@ class HangDetector:
             out[rank] = RankHealth(sample.alive if sample is not None else True, mean)
         return out
 
-    def _resolved(self, verdict: HangVerdict | QuietVerdict | None,
-                  final: bool) -> list[Result]:
+    def _resolved(self, verdict: HangVerdict | QuietVerdict | None, final: bool,
+                  progress: Mapping[int, RankProgress]) -> list[Result]:
         old = self.current
-        if (old is None or old.key not in self.said or final
+        if (old is None or old.key not in self.said
                 or (verdict is not None and verdict.key == old.key)):
             return []
+        if final and not went_on(old, progress):
+            return []  # every rank is gone by now: only their progress files can tell
         where = ({"pg": old.pg, "seq": old.seq} if isinstance(old, HangVerdict)
                  else {"quiet": True})
         return [Notice((f"distrun: hang resolved: {old.resolved()}",),
@@ -276,6 +278,16 @@ class HangDetector:
                                               "reason": why}),),
                 announce=(f"distrun: stopping the job: {why}",)))
         return out
+
+
+def went_on(v: HangVerdict | QuietVerdict, progress: Mapping[int, RankProgress]) -> bool:
+    """Whether every rank of a collective hang completed that collective (the progress files
+    say so after the job ended, when no rank is alive to compare verdicts with)."""
+    if not isinstance(v, HangVerdict) or v.p2p is not None:
+        return False
+    groups = [progress[r].groups.get(v.pg) if r in progress else None
+              for r in v.culprits + v.waiting]
+    return all(g is not None and g.completed >= v.seq for g in groups)
 
 
 def should_stop(v: HangVerdict | QuietVerdict, config: HangConfig,
