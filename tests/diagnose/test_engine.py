@@ -1130,6 +1130,14 @@ def test_informational_plugin_and_dlopen_lines_name_no_cause(tmp_path: Path) -> 
                    "error, NCCL version 2.14.3\n")
     root = to_json(diagnose([log]))["causes"][0]
     assert (root["id"], root["confidence"]) == ("nccl-network", "low")
+    # the same probe pasted without its prefix, TF's advice after it, a real failure later
+    log.write_text("Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so."
+                   "11.0: cannot open shared object file: No such file or directory\n"
+                   "Ignore above cudart dlerror if you do not have a GPU set up on your "
+                   "machine.\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                   "2.00 GiB (GPU 0; 15.78 GiB total capacity)\n")
+    root = to_json(diagnose([log]))["causes"][0]
+    assert (root["id"], root["confidence"]) == ("cuda-out-of-memory", "high")
 
 
 def test_torch_probing_ipv6_localhost_is_not_a_rendezvous_failure(tmp_path: Path) -> None:

@@ -57,8 +57,12 @@ BENIGN_PATTERNS = (
     "ibverbs: [Ww]arning: couldn't load driver",
     # TensorFlow's dso_loader probing the CUDA libraries at import (transformers imports it
     # in torch jobs too); TF says "Ignore above cudart dlerror if you do not have a GPU set
-    # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU
+    # up on your machine" / "Skipping registering GPU devices..." and goes on on the CPU.
+    # Its wording (dso_loader.cc: "Could not load dynamic library '<name>'; dlerror: ...")
+    # is a probe with or without that prefix (a paste often drops it): a torch job's failure
+    # is elsewhere, and a TensorFlow job goes on without the GPU
     "dso_loader\\.cc:[0-9]+\\] Could not load dynamic library",
+    "Could not load dynamic library '[^']+'; dlerror: ",
     # torch c10d socket.cpp warning while it tries IPv6 and IPv4 for a local store (torch
     # 2.0-2.2): "[W socket.cpp:601] [c10d] The client socket has failed to connect to
     # [localhost]:29500 (errno: 99 - Cannot assign requested address)." It goes on with
