@@ -82,13 +82,34 @@ def outcomes() -> tuple[Outcome, ...]:
     return tuple(found)
 
 
+def wilson(right: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a share ``right/total`` (95 % for z = 1.96): how far
+    the accuracy measured on this many cases may be from the accuracy on logs like them."""
+    if total == 0:
+        return 0.0, 1.0
+    share, spread = right / total, z * z / total
+    centre = (share + spread / 2) / (1 + spread)
+    half = z * (share * (1 - share) / total + spread / (4 * total)) ** 0.5 / (1 + spread)
+    return centre - half, centre + half
+
+
+def test_the_interval_is_wilsons() -> None:
+    # Wilson 1927; e.g. 81/263 -> [0.2553, 0.3662] (Newcombe 1998, Stat Med 17:857, table I)
+    assert [round(x, 4) for x in wilson(81, 263)] == [0.2553, 0.3662]
+    assert wilson(0, 0) == (0.0, 1.0)
+    low, high = wilson(10, 10)
+    assert high == pytest.approx(1.0) and 0.72 < low < 0.73
+
+
 def report(results: tuple[Outcome, ...]) -> str:
     lines = []
     for split in ("dev", "heldout"):
         part = [o for o in results if o.split == split]
         right = sum(o.right for o in part)
         share = right / len(part) if part else 0.0
-        lines.append(f"diagnose corpus {split}: {right}/{len(part)} = {share:.1%}")
+        low, high = wilson(right, len(part))
+        lines.append(f"diagnose corpus {split}: {right}/{len(part)} = {share:.1%} "
+                     f"(95 % interval {low:.1%} to {high:.1%})")
     held = [o for o in results if o.split == "heldout"]
     bad = sum(1 for o in held if o.confidence == "high" and not o.right)
     rate = bad / len(held) if held else 0.0
