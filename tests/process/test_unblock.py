@@ -64,13 +64,14 @@ sys.exit(3 if ended else 0)
 """
 
 
-def run_child(mode: str, tmp_path: Path) -> tuple[int, str, float]:
-    """The child's exit status, output and the seconds from the stop signal to its end; a
-    second stop signal is sent while it writes its record."""
+def run_child(mode: str, tmp_path: Path) -> tuple[int, str, float, str]:
+    """The child's exit status, output, the seconds from the stop signal to its end and its
+    stderr; a second stop signal is sent while it writes its record."""
     script = tmp_path / "child.py"
     script.write_text(CHILD, encoding="utf-8")
+    err = (tmp_path / "stderr").open("w+", encoding="utf-8")
     proc = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True,
+                            stderr=err, text=True,
                             env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
     try:
         assert proc.stdout is not None
@@ -85,17 +86,21 @@ def run_child(mode: str, tmp_path: Path) -> tuple[int, str, float]:
         took = time.monotonic() - sent
         proc.send_signal(signal.SIGTERM)  # as a hung-up terminal does
         out, _ = proc.communicate(timeout=90)
-        return proc.returncode, "\n".join(lines) + "\n" + out, took
+        err.seek(0)
+        return proc.returncode, "\n".join(lines) + "\n" + out, took, err.read()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+        err.close()
 
 
 @pytest.mark.timeout(120)
 def test_a_stop_signal_ends_a_blocked_store_wait(tmp_path: Path) -> None:
-    rc, out, took = run_child("on", tmp_path)
+    rc, out, took, err = run_child("on", tmp_path)
     assert rc == 3, out
+    assert "distrun: SIGTERM has waited 3 s for torchelastic's store wait: closing the " \
+        "connection to port " in err, err  # what the user sees before torch's own warning
     assert "stopped after" in out, out
     assert out.endswith("held\nrecorded\n"), out  # the second signal let the record be written
     assert took < 12, took  # the store's own timeout is 20 s; distrun acts after 3 s
@@ -104,8 +109,9 @@ def test_a_stop_signal_ends_a_blocked_store_wait(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 def test_without_it_the_signal_waits_for_the_store_timeout(tmp_path: Path) -> None:
     # what torchelastic's exit barrier did: the handler ran only when the wait timed out
-    rc, out, took = run_child("off", tmp_path)
+    rc, out, took, err = run_child("off", tmp_path)
     assert rc == 3, out
+    assert "distrun:" not in err, err
     assert took >= 15, (rc, out, took)
 
 
@@ -145,3 +151,4 @@ def test_a_main_thread_running_python_keeps_its_store(tmp_path: Path) -> None:
             proc.wait(timeout=10)
     assert proc.returncode == 0, err[-2000:]
     assert out.strip() == "signals 1 get value"
+    assert "distrun:" not in err, err

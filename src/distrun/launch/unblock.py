@@ -29,6 +29,8 @@ from typing import Any
 
 import psutil
 
+from distrun.model.terminal import to_console
+
 GRACE_S = 3.0
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 HELD = (*STOPS, signal.SIGQUIT)  # every signal torchelastic turns into SignalException
@@ -121,12 +123,17 @@ def _watch(read_end: int, port: int, done: threading.Event) -> None:
             return
         if not got:
             return
-        if not STOPS.intersection(got) or main is None:
+        stops = sorted(STOPS.intersection(got))
+        if not stops or main is None:
             continue
         before = _store_wait(main)
         if done.wait(GRACE_S):
             return
         if before is not None and _store_wait(main) == before:
+            to_console(sys.stderr, f"distrun: {signal.Signals(stops[0]).name} has waited "
+                       f"{GRACE_S:g} s for torchelastic's store wait: closing the connection "
+                       f"to port {port} so that the launch can stop (a warning of torch "
+                       "about the closed connection may follow)\n")
             shut_store_connections(port)
 
 
