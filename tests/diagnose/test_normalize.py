@@ -9,6 +9,7 @@ import pytest
 from distrun.diagnose import diagnose, to_json
 from distrun.diagnose.normalize import (
     MAX_LINE,
+    clean,
     logical_lines,
     rank_in_text,
     strip_prefixes,
@@ -236,3 +237,14 @@ def test_a_short_line_holding_two_records_is_cut_between_them() -> None:
     assert [x.text for x in logical_lines(line)] == [
         "FileNotFoundError: [Errno 2] x.pickle",
         "ERROR:torch.distributed.elastic:failed (exitcode: 1)"]
+
+
+def test_a_pastes_typography_is_the_programs_ascii_again(tmp_path: Path) -> None:
+    # a forum's quotes, a web page's no-break space, a zero-width space, an input method's
+    # full-width colon; the same length less the zero-width character
+    assert clean("\u201cRuntimeError:\u00a0No\u200b such file \u2018x\u2019\u201d 报错\uff1a") == \
+        '"RuntimeError: No such file \'x\'" 报错:'
+    log = tmp_path / "forum.log"
+    log.write_text("OSError: libcudart.so.11.0:\u00a0cannot open shared object file: No such "
+                   "file or directory\n", encoding="utf-8")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "nccl-cuda-library-mismatch"

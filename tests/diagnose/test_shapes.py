@@ -5,9 +5,9 @@ are never opened here) that the engine gets right as it is, is rewritten the
 ways logs reach a user: hard-wrapped by a terminal (cut mid-word) or an editor
 (at word boundaries) at 60 to 120 columns, prefixed on every line by a launcher
 or a logger, flattened into one line, coloured, with CRLF line ends or tabs,
-quoted or fenced in Markdown, buried in thousands of lines of noise, or
-interleaved with another rank's output. The root cause's rule id must stay the
-same for every shape.
+quoted or fenced in Markdown, with a forum's typographic quotes or no-break
+spaces, buried in thousands of lines of noise, or interleaved with another
+rank's output. The root cause's rule id must stay the same for every shape.
 
 The rank: a shape that adds no rank prefix must keep the rank. A shape that puts
 rank ``R`` on every line says "process R wrote all this": the verdict must name
@@ -24,6 +24,7 @@ the property test draws few, derandomized examples.
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from collections.abc import Callable
@@ -109,6 +110,17 @@ def _tabs(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _typographic(text: str) -> str:
+    """A forum's or a word processor's quotes: opening after a space or a bracket."""
+    text = re.sub(r"(^|[\s(\[{])'", "\\1\u2018", text, flags=re.M).replace("'", "\u2019")
+    return re.sub(r'(^|[\s(\[{=])"', "\\1\u201c", text, flags=re.M).replace('"', "\u201d")
+
+
+def _no_break(text: str) -> str:
+    """A web page's or a chat's spaces: no-break after a colon and in runs of spaces."""
+    return text.replace("  ", "\u00a0 ").replace(": ", ":\u00a0")
+
+
 def _fence(text: str) -> str:
     return "```text\n" + text.rstrip("\n") + "\n```\n"
 
@@ -157,6 +169,8 @@ SHAPES = (
     Shape("tabs", _tabs),
     Shape("markdown-quote", _each("> "), stage=PASTED),
     Shape("code-fence", _fence, stage=PASTED),
+    Shape("typographic-quotes", _typographic, stage=PASTED),
+    Shape("no-break-spaces", _no_break, stage=PASTED),
     Shape("python-logging-stamp", _stamped),
     Shape("bracket-stamp", _each("[2024-05-01 12:00:00] ")),
     Shape("glog", _each("E1122 12:00:00.123456 1234 file.cpp:12] ")),

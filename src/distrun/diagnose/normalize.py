@@ -37,6 +37,17 @@ _TIMESTAMP = re.compile(
 _ENTITIES = {"&#39;": "'", "&#x27;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">",
              "&amp;": "&", "&#34;": '"', "&nbsp;": " "}
 _ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
+# What a paste through a forum, a chat or a word processor makes of the program's ASCII:
+# typographic quotes and primes, no-break and other Unicode spaces, zero-width characters
+# and byte-order marks, and the full-width forms of a CJK input method ("报错：RuntimeError").
+# One character for one (zero-width ones go): a terminal's wrap is found by line widths.
+_TYPOGRAPHY = str.maketrans(
+    {**dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\u02bc", "'"),
+     **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
+     **dict.fromkeys("\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                     "\u2009\u200a\u202f\u205f\u3000", " "),
+     **dict.fromkeys("\u200b\u200c\u200d\u2060\ufeff"),
+     **{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}})
 # A line this long with no newline may be a paste that lost them: it is cut before the
 # starts of records (a traceback, an exception, a timestamp, a rank or launcher prefix,
 # a logger's level, torchelastic's summary blocks). A shorter line is cut only before the
@@ -137,8 +148,11 @@ class Logical:
 
 
 def clean(raw: str) -> str:
-    """ANSI codes and HTML character references off, the length capped."""
+    """ANSI codes, HTML character references and a paste's typography off, the length
+    capped."""
     raw = strip_control(raw)
+    if not raw.isascii():
+        raw = raw.translate(_TYPOGRAPHY)
     if "&" in raw and ";" in raw:
         raw = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], raw)
     return raw[:MAX_LINE]
