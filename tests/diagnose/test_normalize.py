@@ -9,10 +9,12 @@ import pytest
 from distrun.diagnose import diagnose, to_json
 from distrun.diagnose.normalize import (
     MAX_LINE,
+    Logical,
     clean,
     logical_lines,
     rank_in_text,
     strip_prefixes,
+    structured,
     unwrap,
 )
 from distrun.diagnose.reading import open_log
@@ -248,3 +250,29 @@ def test_a_pastes_typography_is_the_programs_ascii_again(tmp_path: Path) -> None
     log.write_text("OSError: libcudart.so.11.0:\u00a0cannot open shared object file: No such "
                    "file or directory\n", encoding="utf-8")
     assert to_json(diagnose([log]))["causes"][0]["id"] == "nccl-cuda-library-mismatch"
+
+
+def test_a_json_log_record_is_read_as_its_message(tmp_path: Path) -> None:
+    # Docker's json-file driver, journalctl -o json, Cloud Logging (text and JSON payloads)
+    docker = '{"log":"[rank1]: torch.OutOfMemoryError: CUDA out of memory.\\n","stream":"stderr"}'
+    assert logical_lines(docker) == [Logical("torch.OutOfMemoryError: CUDA out of memory.", 1)]
+    journal = '{"MESSAGE": "Killed", "_HOSTNAME": "gpu-node-7", "PRIORITY": "3"}'
+    assert [line.text for line in logical_lines(journal)] == ["Killed"]
+    payload = ('{"jsonPayload": {"message": "Traceback (most recent call last):\\n  File '
+               '\\"t.py\\"\\nRuntimeError: boom"}, "severity": "ERROR"}')
+    assert [line.text for line in logical_lines(payload)] == [
+        "Traceback (most recent call last):", 'File "t.py"', "RuntimeError: boom"]
+    deep = '{"a": ' * 50_000 + "1" + "}" * 50_000
+    for other in ('{"loss": 0.25, "step": 10}', "{'loss': 0.25}", '{"log": "cut', "{}", deep):
+        assert structured(other) is None, other
+    log = tmp_path / "container-json.log"
+    log.write_text('{"log":"Epoch 1\\n","stream":"stdout","time":"2024-05-01T12:00:00Z"}\n'
+                   '{"log":"RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled '
+                   'system error, NCCL version 2.14.3\\n","stream":"stderr","time":"2024-05-01'
+                   'T12:00:01Z"}\n', encoding="utf-8")
+    assert to_json(diagnose([log]))["causes"][0]["id"] == "nccl-network"
+
+
+def test_a_syslog_prefix_names_the_node() -> None:
+    line = strip_prefixes("May  1 12:00:00 gpu-node-7 python3[41234]: [rank2]: Killed")
+    assert (line.text, line.rank, line.node) == ("Killed", 2, "gpu-node-7")

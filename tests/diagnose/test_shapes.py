@@ -5,8 +5,9 @@ are never opened here) that the engine gets right as it is, is rewritten the
 ways logs reach a user: hard-wrapped by a terminal (cut mid-word) or an editor
 (at word boundaries) at 60 to 120 columns, prefixed on every line by a launcher
 or a logger, flattened into one line, coloured, with CRLF line ends or tabs,
-quoted or fenced in Markdown, with a forum's typographic quotes or no-break
-spaces, buried in thousands of lines of noise, or interleaved with another
+quoted or fenced in Markdown, with a forum's typographic quotes, no-break spaces
+or options' "--" turned into a dash, in a syslog/journald prefix or Docker's JSON
+log file, buried in thousands of lines of noise, or interleaved with another
 rank's output. The root cause's rule id must stay the same for every shape.
 
 The rank: a shape that adds no rank prefix must keep the rank. A shape that puts
@@ -24,6 +25,7 @@ the property test draws few, derandomized examples.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import textwrap
@@ -121,6 +123,13 @@ def _no_break(text: str) -> str:
     return text.replace("  ", "\u00a0 ").replace(": ", ":\u00a0")
 
 
+def _docker_json(text: str) -> str:
+    """Docker's json-file log driver (read from /var/lib/docker/containers/*/*-json.log)."""
+    return "".join(json.dumps({"log": f"{line}\n", "stream": "stderr",
+                               "time": "2024-05-01T12:00:00.123456789Z"}) + "\n"
+                   for line in _lines(text))
+
+
 def _fence(text: str) -> str:
     return "```text\n" + text.rstrip("\n") + "\n```\n"
 
@@ -162,7 +171,7 @@ class Shape:
     names_task: bool = False  # adds srun's line naming task R as one that exited
 
 
-SOURCE, BURIED, WRAPPED, PASTED = range(4)
+SOURCE, BURIED, WRAPPED, PASTED, STORED = range(5)  # STORED: read as a file, never pasted
 SHAPES = (
     Shape("crlf", lambda t: t.replace("\n", "\r\n"), stage=PASTED),
     Shape("ansi", _ansi),
@@ -171,6 +180,9 @@ SHAPES = (
     Shape("code-fence", _fence, stage=PASTED),
     Shape("typographic-quotes", _typographic, stage=PASTED),
     Shape("no-break-spaces", _no_break, stage=PASTED),
+    Shape("en-dash-options", lambda t: t.replace(" --", " \u2013"), stage=PASTED),
+    Shape("docker-json", _docker_json, stage=STORED),
+    Shape("journald", _each("May 01 12:00:00 gpu-node-7 python3[41234]: ")),
     Shape("python-logging-stamp", _stamped),
     Shape("bracket-stamp", _each("[2024-05-01 12:00:00] ")),
     Shape("glog", _each("E1122 12:00:00.123456 1234 file.cpp:12] ")),

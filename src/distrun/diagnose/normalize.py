@@ -18,6 +18,7 @@ rank it names is kept.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,10 +38,12 @@ _TIMESTAMP = re.compile(
 _ENTITIES = {"&#39;": "'", "&#x27;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">",
              "&amp;": "&", "&#34;": '"', "&nbsp;": " "}
 _ENTITY = re.compile("|".join(re.escape(e) for e in _ENTITIES))
+_DASH_OPTION = re.compile("(?<![^\\s])[\u2013\u2014](?=[A-Za-z])")
 # What a paste through a forum, a chat or a word processor makes of the program's ASCII:
 # typographic quotes and primes, no-break and other Unicode spaces, zero-width characters
 # and byte-order marks, and the full-width forms of a CJK input method ("报错：RuntimeError").
 # One character for one (zero-width ones go): a terminal's wrap is found by line widths.
+# The one exception: an option's "--" that became an en or em dash ("srun –gpus-per-task").
 _TYPOGRAPHY = str.maketrans(
     {**dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\u02bc", "'"),
      **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
@@ -85,6 +88,8 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
                 r"\[?[\w.-]+:\d+\]\s?"), 0, 0),
     (re.compile(r"\[(\d+)\]<std(?:out|err)>:\s?"), 1, 0),  # horovodrun
     (re.compile(r"\[pod/([\w.-]+)/[\w.-]+\]\s?"), 0, 1),  # kubectl logs --prefix
+    # syslog / journalctl: "May 01 12:00:00 gpu-node-7 python3[41234]: "
+    (re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d ([\w.-]+) [\w./@-]+(?:\[\d+\])?: "), 0, 1),
     (re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?"), 0, 0),  # glog
     (re.compile(r"(?:>[ \t]?)+(?=\S)|[\u2502\u2503][ \t]"), 0, 0),  # Markdown quote, rich box
     (re.compile(r"`+(?=\S)"), 0, 0),  # a Markdown code span around a pasted line
@@ -148,11 +153,14 @@ class Logical:
 
 
 def clean(raw: str) -> str:
-    """ANSI codes, HTML character references and a paste's typography off, the length
-    capped."""
+    """A JSON log record's message, without ANSI codes, HTML character references and a
+    paste's typography, the length capped (a record's lines end in ``\\r``)."""
+    record = structured(raw)
+    if record is not None:
+        raw = "\r".join(record.splitlines())
     raw = strip_control(raw)
     if not raw.isascii():
-        raw = raw.translate(_TYPOGRAPHY)
+        raw = _DASH_OPTION.sub("--", raw.translate(_TYPOGRAPHY))
     if "&" in raw and ";" in raw:
         raw = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], raw)
     return raw[:MAX_LINE]
@@ -189,6 +197,34 @@ def logical_lines(raw: str) -> list[Logical]:
         if line.text.strip():
             lines.append(line)
     return lines or [Logical("")]
+
+
+# The message of a structured log record: Docker's json-file and Fluent Bit ("log"),
+# journalctl -o json ("MESSAGE"), Cloud Logging ("textPayload", "jsonPayload.message"),
+# ECS, Logstash and most JSON loggers ("message", "msg").
+_MESSAGE_KEYS = ("log", "message", "msg", "MESSAGE", "textPayload", "Message")
+
+
+def structured(text: str) -> str | None:
+    """The message of one JSON log record (``{"log": "...", "stream": ...}``), or None for
+    any other line (most lines: the first character tells)."""
+    if "{" not in text[:16]:
+        return None
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return None
+    try:
+        record = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than any log record
+        return None
+    if not isinstance(record, dict):
+        return None
+    for holder in (record, *(v for v in record.values() if isinstance(v, dict))):
+        for key in _MESSAGE_KEYS:
+            message = holder.get(key)
+            if isinstance(message, str):
+                return message[:MAX_LINE]
+    return None
 
 
 def strip_prefixes(text: str) -> Logical:
