@@ -151,3 +151,18 @@ def test_plan_and_doctor_work_without_torch(tmp_path: Path) -> None:
     assert json.loads(doctor.stdout)["software"]["torch"] is None
     launch = run_cli(["launch", "t.py"], tmp_path, env=env)
     assert_one_line_usage_error(launch, "torch is not installed")
+
+
+def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path) -> None:
+    # demo where ./runs is a file; diagnose of a run directory whose rank log is a folder
+    (tmp_path / "runs").write_text("x")
+    demo = run_cli(["demo"], tmp_path)
+    assert demo.returncode == 2 and "Traceback" not in demo.stderr, demo.stderr
+    assert demo.stderr.startswith("distrun demo: error: cannot create the folder runs")
+    assert "fix: pass --run-dir" in demo.stderr and (tmp_path / "runs").read_text() == "x"
+    (tmp_path / "run" / "logs" / "rank-1.log").mkdir(parents=True)
+    (tmp_path / "run" / "events.jsonl").write_text("")
+    diag = run_cli(["diagnose", "run"], tmp_path)
+    assert diag.returncode == 2 and diag.stderr.count("\n") == 1, diag.stderr
+    assert diag.stderr.startswith("distrun diagnose: error: cannot use run/logs/rank-1.log: Is a "
+                                  "directory;")

@@ -220,3 +220,15 @@ def test_cli_model_factory_error_is_one_line(tmp_path: Path) -> None:
     res = run_cli(["estimate", "--model", f"{path}:make_model"], REPO)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "building it failed: ValueError: needs a config" in res.stderr
+
+
+@pytest.mark.parametrize("body", ["raise RuntimeError('import fails')\n",
+                                  "import sys\nsys.exit('usage: train.py CONFIG')\n"])
+def test_cli_model_file_that_fails_on_import_is_one_line(tmp_path: Path, body: str) -> None:
+    # a training script given as --model: its job starts (and fails) at import
+    path = tmp_path / "train.py"
+    path.write_text(body)
+    res = run_cli(["estimate", "--model", str(path)], REPO)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1 and "importing it failed: " in res.stderr
+    assert "if __name__ == '__main__'" in res.stderr

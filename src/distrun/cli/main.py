@@ -8,6 +8,7 @@ import sys
 
 from distrun.cli import exitcodes
 from distrun.errors import DistrunError, UsageError
+from distrun.model.rundir import RunDirError
 
 COMMANDS: dict[str, str] = {
     "doctor": "what is here: accelerators, cluster environment, software, network; what is wrong",
@@ -40,15 +41,37 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         return fail(UsageError(f"unknown command {command!r}",
                                f"one of {', '.join(COMMANDS)}", "run 'distrun --help'"), command)
+    return run(command, args[1:])
+
+
+def run(command: str, args: list[str]) -> int:
+    """One subcommand; its errors as one line and their exit status, never a traceback."""
     module = importlib.import_module(f"distrun.cli.{command}")
     try:
-        code: int = module.main(args[1:])
+        code: int = module.main(args)
     except UsageError as err:
         return fail(err, command)
     except DistrunError as err:
         print(f"distrun {command}: error: {err.one_line()}", file=sys.stderr)
         return exitcodes.JOB_FAILED
+    except BrokenPipeError:
+        raise  # the reader left: entry() ends quietly with its status
+    except OSError as err:  # a path the command could not use: a line, never a traceback
+        return fail(path_error(err), command)
     return code
+
+
+def path_error(err: OSError) -> UsageError:
+    """An operating-system error as what was seen and the fix (the run directory's own
+    errors already name both)."""
+    if isinstance(err, RunDirError):
+        told = "fix:" in str(err)
+        return UsageError(str(err), "", "" if told else
+                          "pass --run-dir a folder this user can create and write")
+    where = f" {err.filename}" if err.filename is not None else ""
+    return UsageError(f"cannot use{where}: {err.strerror or err}",
+                      "a path this user can read (and, for output, write)",
+                      "check the path and its permissions (ls -ld), or pass another one")
 
 
 def fail(err: UsageError, command: str) -> int:

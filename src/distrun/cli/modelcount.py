@@ -87,6 +87,13 @@ def _load(spec: str, target: str) -> Any:
             loaded.loader.exec_module(module)
             return module
         return importlib.import_module(target)
+    except UsageError:
+        raise
     except (ImportError, SyntaxError) as err:
         raise UsageError(f"--model {spec!r}: {err}", "an importable module",
                          "check the module name and PYTHONPATH") from None
+    except (Exception, SystemExit) as err:  # the module's own code ran at import and failed
+        raise UsageError(f"--model {spec!r}: importing it failed: {type(err).__name__}: {err}",
+                         "a module that defines the model factory without running a job",
+                         "keep the training under if __name__ == '__main__', or pass "
+                         "--params COUNT") from None
