@@ -44,12 +44,23 @@ def test_job_succeeds_with_every_rank_logged(tmp_path: Path, marker: str, nproc:
         assert f"err rank {rank} stderr line" in log
         assert f"rank {rank} done" in log
     assert "rank 0 line 0" in done.stdout and "rank 1 line 0" not in done.stdout
+    # each stream to its own console, as torchrun and the script alone would
+    assert "rank 0 stderr line" in done.stderr and "stderr line" not in done.stdout
     started = next(e for e in events(tmp_path) if e["event"] == "workers_started")
     assert sorted(started["ranks"]) == [str(r) for r in range(nproc)]  # type: ignore[arg-type]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["world_size"] == nproc
     assert "job succeeded" in done.stderr
     assert not [e for e in events(tmp_path) if e["event"] == "orphans_ended"]  # not its guardian
+
+
+def test_json_stdout_is_the_summary_alone(tmp_path: Path, marker: str) -> None:
+    args = ["launch", "--json", "--nproc-per-node", "2", "--run-dir", str(tmp_path / "run"),
+            str(JOB), marker]
+    done = run_cli(args, tmp_path, env={"DISTRUN_TEST_MARK": marker})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "succeeded"  # the ranks' output is not in it
+    assert "rank 0 line 0" in done.stderr and "rank 0 stderr line" in done.stderr
 
 
 def test_rank_that_raises(tmp_path: Path, marker: str) -> None:

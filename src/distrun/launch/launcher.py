@@ -140,15 +140,16 @@ def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
 
 
 def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
-            echo: Callable[[int, int], bool]) -> JobOutcome:
-    """This node's invocation, exactly as the plan holds it, through torchrun's own config."""
+            echo: Callable[[int, int], bool], machine_stdout: bool = False) -> JobOutcome:
+    """This node's invocation, exactly as the plan holds it, through torchrun's own config.
+    ``machine_stdout``: distrun's stdout is for its JSON, the ranks' stdout goes to stderr."""
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args
 
     from distrun.launch.logs import RunDirLogsSpecs
 
     config, entry, entry_args = config_from_args(namespace(plan.nodes[node_rank].invocation))
-    specs = RunDirLogsSpecs(run, node_rank, echo)
+    specs = RunDirLogsSpecs(run, node_rank, echo, machine_stdout)
     config.logs_specs = specs
     handlers = log_to(run)
     try:
@@ -237,7 +238,7 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     watching = Watching(run, plan, options, node_rank)
     handlers = stop_handlers()
     try:
-        outcome = run_job(plan, run, node_rank, echo)
+        outcome = run_job(plan, run, node_rank, echo, options.json)
     finally:
         verdict = watching.stop()
     outcome = _judged(outcome, verdict)

@@ -110,9 +110,11 @@ class Tailer(threading.Thread):
 class RunDirLogsSpecs(DefaultLogsSpecs):
     """torchrun's default layout under ``<run>/torchrun`` plus stamped per-rank logs."""
 
-    def __init__(self, run: RunDir, node_rank: int, echo: Callable[[int, int], bool]) -> None:
+    def __init__(self, run: RunDir, node_rank: int, echo: Callable[[int, int], bool],
+                 machine_stdout: bool = False) -> None:
         super().__init__(log_dir=str(run.path / "torchrun"), redirects=Std.ALL, tee=Std.NONE)
         self.run, self.node_rank, self.echo = run, node_rank, echo
+        self.machine_stdout = machine_stdout  # --json: the ranks' stdout is echoed to stderr
         self.host = socket.gethostname()
         self._finished = threading.Event()
         self._threads: list[Tailer] = []
@@ -139,10 +141,11 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
         sink = self.run.append(f"logs/rank-{rank}.log")
         self._files.append(sink)
         lock = threading.Lock()
-        echo = sys.stdout if self.echo(rank, local) else None
+        shown = self.echo(rank, local)
+        consoles = {"out": sys.stderr if self.machine_stdout else sys.stdout, "err": sys.stderr}
         prefix = "" if rank == 0 else f"[rank{rank}] "
         for stream, path in (("out", dest.stdouts[local]), ("err", dest.stderrs[local])):
-            writer = StampedWriter(sink, stream, lock, echo, prefix)
+            writer = StampedWriter(sink, stream, lock, consoles[stream] if shown else None, prefix)
             thread = Tailer(path, writer, self._finished, f"tail-{rank}-{stream}")
             thread.start()
             self._threads.append(thread)
