@@ -16,13 +16,18 @@ from rich.console import Console
 from distrun.accelerators.detect import detect
 from distrun.cli import exitcodes
 from distrun.cli import launch as launch_cli
+from distrun.errors import UsageError
 from distrun.launch.rundir import default_path
 from distrun.model import rundir
 
 
 def main(argv: list[str]) -> int:
     script = str(resources.files("distrun.demo") / "train.py")
-    run_dir = rundir.create(default_path("demo"), chosen=False)  # empty: launch takes it
+    try:
+        run_dir = rundir.create(default_path("demo"), chosen=False)  # empty: launch takes it
+    except rundir.RunDirError as exc:
+        raise UsageError(str(exc), fix="run distrun demo from a folder where it can create "
+                         "runs/ (or move what is in the way)") from None
     flags = list(argv)
     if "--nproc-per-node" not in flags and not detect().node.is_accelerated:
         flags += ["--nproc-per-node", "2"]

@@ -8,7 +8,6 @@ import sys
 
 from distrun.cli import exitcodes
 from distrun.errors import DistrunError, UsageError
-from distrun.model.rundir import RunDirError
 
 COMMANDS: dict[str, str] = {
     "doctor": "what is here: accelerators, cluster environment, software, network; what is wrong",
@@ -62,15 +61,11 @@ def run(command: str, args: list[str]) -> int:
 
 
 def path_error(err: OSError) -> UsageError:
-    """An operating-system error as what was seen and the fix (the run directory's own
-    errors already name both)."""
-    if isinstance(err, RunDirError):
-        told = "fix:" in str(err)
-        return UsageError(str(err), "", "" if told else
-                          "pass --run-dir a folder this user can create and write")
-    where = f" {err.filename}" if err.filename is not None else ""
-    return UsageError(f"cannot use{where}: {err.strerror or err}",
-                      "a path this user can read (and, for output, write)",
+    """An operating-system error as what was seen and the fix (an error without a file name,
+    such as a run directory's, says what it was in its own words)."""
+    seen = f"cannot use {err.filename}: {err.strerror or err}" if err.filename is not None \
+        else str(err)
+    return UsageError(seen, "a path this user can read (and, for output, write)",
                       "check the path and its permissions (ls -ld), or pass another one")
 
 
