@@ -218,3 +218,16 @@ def test_a_reader_that_leaves_early_gets_no_traceback(flags: list[str]) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141, err
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
+
+
+def test_a_capped_rule_says_why_it_is_not_sure(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("[rank1]: Traceback (most recent call last):\n"
+                   "[rank1]:   File \"/home/u/train.py\", line 3, in <module>\n"
+                   "[rank1]: ModuleNotFoundError: No module named 'flash_attn'\n", encoding="utf-8")
+    assert main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "[python-module-missing]" in out and "where: rank 1" in out
+    assert "confidence: medium (this error is not always the cause of a failure" in out
+    assert "unrecognised errors came first" not in out

@@ -1243,3 +1243,32 @@ def test_torch_2_3_cudnn_plan_warning_is_no_error(tmp_path: Path) -> None:
     result = diagnose([log])
     assert result.causes == ()
     assert "CUDNN_STATUS_EXECUTION_FAILED" in result.unrecognised[0].text
+
+
+def test_a_rank_that_exits_silently_is_named_with_its_exit_code(tmp_path: Path) -> None:
+    # rank 1 calls os._exit(3) mid-training; rank 0's next read from it fails (gloo pair.cc)
+    reset = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+             "[127.0.0.1]:17122: Connection reset by peer. This is typically caused by a remote "
+             "worker hanging or bugs in the application.")
+    run = make_run(tmp_path, {0: [line(5, reset)], 1: [line(4, "step 2", "out")]}, [
+        {"time": T0 + "06.000000Z", "event": "rank_exited", "rank": 0, "exitcode": -15,
+         "signal": "SIGTERM", "error_file": None, "role": "stopped or failed after"},
+        {"time": T0 + "06.000000Z", "event": "rank_exited", "rank": 1, "exitcode": 3,
+         "signal": None, "error_file": None, "role": "first failure"},
+    ])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["rank"], root["confidence"]) == ("peer-connection-closed", 1, "medium")
+    assert "look in the log of rank 1 (the run record names it as the first failure)" in root["note"]
+    assert "rank 1 ended with exit code 3 and printed no error before it" in root["note"]
+
+
+def test_a_silent_exit_is_not_claimed_for_a_rank_that_printed_an_error(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {
+        0: [line(5, "RuntimeError: Connection reset by peer")],
+        1: [line(7, "Traceback (most recent call last):"), line(7, "KeyError: 'labels'")],
+    }, [{"time": T0 + "08.000000Z", "event": "rank_exited", "rank": 1, "exitcode": 3,
+         "signal": None, "error_file": None, "role": "first failure"}])
+    root = to_json(diagnose([run]))["causes"][0]
+    assert (root["id"], root["rank"]) == ("peer-connection-closed", 1)
+    assert "look in the log of rank 1" in root["note"]
+    assert "printed no error" not in root["note"]

@@ -142,7 +142,13 @@ def suspects(secondary: list[Hit], info: RunInfo) -> list[int]:
     """The ranks the others waited for: named by a monitored barrier or the launcher's
     summary, else the ranks of the run (or, in a pasted log, below the highest rank that
     timed out) that did not report the collective timeout the others did."""
-    return _named_suspects(secondary) or _silent_ranks(secondary, info) or _gap_ranks(secondary)
+    return (_named_suspects(secondary) or _recorded_first(info) or _silent_ranks(secondary, info)
+            or _gap_ranks(secondary))
+
+
+def _recorded_first(info: RunInfo) -> list[int]:
+    """The rank distrun's run record names as the job's first failure."""
+    return sorted({e.rank for e in info.exits if e.first and e.exitcode != 0})
 
 
 def where_to_look(secondary: list[Hit], info: RunInfo, suspected: list[int]) -> str:
@@ -165,6 +171,18 @@ def where_to_look(secondary: list[Hit], info: RunInfo, suspected: list[int]) -> 
         target, why = "each rank's own log", "these lines do not say which rank failed first"
     return (f"only consequences in these logs (no root cause): look in {target} ({why}); "
             "with distrun launch, logs/rank-<R>.log")
+
+
+def silent_exits(suspected: list[int], info: RunInfo, hits: list[Hit]) -> str:
+    """What the run record adds for a suspected rank that left no error line anywhere:
+    it ended with an exit code of its own (not a signal) and printed nothing first, so
+    its log will not show a cause either (an explicit exit, or a crash that printed nothing)."""
+    spoke = {h.rank for h in hits if h.rule_id != SUMMARY_RULE}  # the summary speaks of it
+    quiet = [e for e in info.exits
+             if e.rank in suspected and e.exitcode > 0 and e.signal is None and e.rank not in spoke]
+    return "".join(f"; rank {e.rank} ended with exit code {e.exitcode} and printed no error before it "
+                   "(an explicit sys.exit/os._exit with that code, or a crash that printed nothing)"
+                   for e in quiet)
 
 
 def _timed_out(secondary: list[Hit]) -> list[int]:
@@ -281,6 +299,8 @@ def _why(secondary: list[Hit], info: RunInfo) -> str:
         return "the monitored barrier names it as missing"
     if any(h.rule_id == SUMMARY_RULE and h.rank is not None for h in secondary):
         return "torchelastic's summary names it as the first failure"
+    if _recorded_first(info):
+        return "the run record names it as the first failure"
     return "it did not report the timeout the other ranks did: it was elsewhere or dead"
 
 

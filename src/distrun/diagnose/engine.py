@@ -40,6 +40,7 @@ from distrun.diagnose.consequence import (
     first_failure_rank,
     mismatch_hits,
     repeated_hits,
+    silent_exits,
     stopped_first,
     suspects,
     where_to_look,
@@ -317,7 +318,7 @@ def decide(
         ordered = sorted(secondary, key=lambda h: (_secondary_rank(h, rules), h.key()))
         causes = _causes(ordered, [], rules, info, False)
         suspected = suspects(secondary, info)
-        note = where_to_look(secondary, info, suspected)
+        note = where_to_look(secondary, info, suspected) + silent_exits(suspected, info, hits)
         rank = _waited_for(causes[0], secondary, rules, suspected)
         # Consequences name no cause: medium at most, low when only weak wordings matched.
         level = max(causes[0].confidence, "medium", key=CONFIDENCES.index)

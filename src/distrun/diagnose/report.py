@@ -136,6 +136,8 @@ def _causes_text(diagnosis: Diagnosis, lines: list[str]) -> None:
 def _confidence_hint(cause: Cause) -> str:
     if cause.confidence == "low":
         return " (matched only a wording other failures share: check the evidence)"
+    if cause.confidence == "medium" and not cause.note and cause.rule.max_confidence == "medium":
+        return " (this error is not always the cause of a failure: check the evidence)"
     if cause.confidence == "medium" and not cause.note:
         return " (unrecognised errors came first, or the cause was inferred: check below)"
     return ""
