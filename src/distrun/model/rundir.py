@@ -186,8 +186,10 @@ def write_text(path: Path, text: str) -> None:
         raise
 
 
-def event_line(name: str, fields: dict[str, Any]) -> bytes:
-    return (json.dumps({"time": utc_now(), "event": name, **fields}, default=str) + "\n").encode()
+def event_line(name: str, fields: dict[str, Any], when: float | None = None) -> bytes:
+    """One events.jsonl line, stamped now (or at the Unix time ``when``)."""
+    stamp = utc_now() if when is None else utc_stamp(when)
+    return (json.dumps({"time": stamp, "event": name, **fields}, default=str) + "\n").encode()
 
 
 def create(path: Path, *, chosen: bool) -> Path:
