@@ -26,7 +26,7 @@ from distrun.cli.args import OneLineParser, check_ranges
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
 from distrun.model.record import printable
-from distrun.monitor.snapshot import problems, snapshot
+from distrun.monitor.snapshot import failure_line, problems, snapshot
 from distrun.monitor.state import RunState, latest_run
 
 NA = "n/a"
@@ -185,6 +185,9 @@ def _title(snap: dict[str, Any]) -> Text:
         text.append(f"\ndevice metrics not available: {snap['devices_unavailable']}")
     if snap.get("verdict"):
         text.append(f"\nSTALLED: {snap['verdict']}", style="bold red")
+    failure = failure_line(snap)
+    if failure:
+        text.append(f"\n{failure}", style="bold red")
     return text
 
 

@@ -38,6 +38,8 @@ def snapshot(state: RunState, now: float | None = None, stall_timeout_s: float =
         "time": now,
         "status": status(state),
         "exitcode": state.finished.exitcode if state.finished is not None else None,
+        "message": (state.finished.message or None) if state.finished is not None else None,
+        "first_failure": state.first_failure(),
         "world_size": plan.world_size if plan else None,
         "node_rank": state.node_rank,
         "device_type": plan.device_type if plan else None,
@@ -63,6 +65,19 @@ def status(state: RunState) -> str:
                                                                state.launched_at):
         return JobStatus.ENDED_ABNORMALLY.value
     return JobStatus.RUNNING.value if state.workers_at else "starting"
+
+
+def failure_line(snap: dict[str, Any]) -> str | None:
+    """What failed, as ``distrun launch`` said it at the end: the rank that failed first, the
+    message and that rank's log; None for a job that succeeded or runs (and for a stall, whose
+    verdict says it)."""
+    first, message = snap["first_failure"], snap["message"]
+    if (first is None and not message) or (snap["status"] == "stalled" and snap["verdict"]):
+        return None
+    if first is None:
+        return f"job {snap['status']}: {message}"
+    text = f"rank {first} failed first"
+    return f"{text} ({message}); its log: logs/rank-{first}.log" if message else text
 
 
 def _alive(pid: int, since: float | None) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 from distrun.model import record
 from distrun.model.plan import LaunchPlan, NodePlan
 from distrun.model.record import (
+    FIRST_ROLE,
     BadLine,
     Event,
     JobFinished,
@@ -154,6 +155,15 @@ class RunState:
                 self._beat(state, *hb)
         if self.finished and not self.summary:
             self.summary = _load(self.path / SUMMARY)
+
+    def first_failure(self) -> int | None:
+        """The rank that failed first: ``summary.json``'s ``first_failure``, else the rank whose
+        ``rank_exited`` event says it was the first failure; None when none failed."""
+        first = self.summary.get("first_failure")
+        if isinstance(first, int) and not isinstance(first, bool):
+            return first
+        return next((r.rank for r in sorted(self.ranks.values(), key=lambda r: r.rank)
+                     if r.exited is not None and r.exited.role == FIRST_ROLE), None)
 
     def _beat(self, state: RankState, when: float, step: int) -> None:
         state.beat_time, state.step = when, step
