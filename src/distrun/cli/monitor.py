@@ -45,12 +45,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve(run_dir: str | None, env: Mapping[str, str]) -> Path:
+def resolve(run_dir: str | None, env: Mapping[str, str], command: str = "monitor") -> Path:
+    """The run directory ``distrun <command>`` reads: the one given, else the newest under
+    ./runs (DISTRUN_RUNS)."""
     if run_dir is None:
-        found = latest_run(Path(env.get("DISTRUN_RUNS", "runs")))
+        root = env.get("DISTRUN_RUNS", "runs")
+        found = latest_run(Path(root))
         if found is None:
-            raise UsageError("no run directory given and none under ./runs",
-                             fix="pass the run directory: distrun monitor runs/<run>")
+            raise UsageError(f"no run directory given and none under {root}",
+                             fix=f"pass the run directory: distrun {command} runs/<run>")
         return found
     path = Path(run_dir)
     if not (path / "events.jsonl").exists():
