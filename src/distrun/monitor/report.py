@@ -13,7 +13,7 @@ from typing import Any
 
 from distrun.model import record
 from distrun.model.record import Event, JobFinished, Progress, SampleLine, StallVerdict
-from distrun.model.rundir import EVENTS, SAMPLES
+from distrun.model.rundir import EVENTS, SAMPLES, RunDirError, read_bytes
 from distrun.monitor import svg
 from distrun.monitor.snapshot import failure_line, snapshot
 from distrun.monitor.state import RunState
@@ -200,8 +200,10 @@ def _hangs(series: Series, run: Path) -> str:
 
 def _stacks(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace")[:4_000_000])
-    except (OSError, ValueError):
+        data = json.loads(read_bytes(path, limit=4_000_000).decode("utf-8", errors="replace"))
+    except RunDirError as exc:  # a FIFO or a link in its place: never read, said
+        return f"<p class='problems'>{escape(str(exc))}</p>"
+    except (OSError, ValueError, RecursionError):
         return ""
     stacks = data.get("stacks") if isinstance(data, dict) else None
     if not isinstance(stacks, dict):

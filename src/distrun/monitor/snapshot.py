@@ -94,8 +94,10 @@ def _alive(pid: int, since: float | None) -> bool:
 
 
 def problems(state: RunState, limit: int = 20) -> list[str]:
-    """What could not be read: the plan, and bad lines (file:line: why), the first few."""
+    """What could not be read: the plan, files that are not regular files, and bad lines
+    (file:line: why), the first few."""
     out = [f"plan: {state.plan_error}"] if state.plan_error else []
+    out += state.refused
     bad = state.bad
     out += [str(b) for b in bad[:limit]]
     if len(bad) > limit:
