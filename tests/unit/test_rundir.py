@@ -45,7 +45,11 @@ def test_folders_are_0700_and_files_0600(tmp_path: Path) -> None:
     assert names == ["launch_started", "progress"]
 
 
-@pytest.mark.parametrize("ending", ["hb.close()\n", ""])
+FORK = ("import os\npid = os.fork()\nif pid == 0:\n    sys.exit(0)\n"  # the child's exit: no line
+        "os.waitpid(pid, 0)\n")
+
+
+@pytest.mark.parametrize("ending", ["hb.close()\n", "", FORK], ids=["close", "exit", "fork"])
 def test_the_last_beat_the_throttle_held_back_is_written_at_close_or_exit(
         tmp_path: Path, ending: str) -> None:
     """Five beats within a second: the first is written at once, the last at close (or, with

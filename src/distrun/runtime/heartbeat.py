@@ -32,6 +32,7 @@ class Heartbeat:
         self._next_event = 0.0
         self._held: tuple[float, int, dict[str, float]] | None = None  # (time, step, metrics)
         self._closed = False
+        self._pid = os.getpid()  # a forked child that exits does not write its parent's step
         atexit.register(self.flush)
 
     @classmethod
@@ -56,7 +57,7 @@ class Heartbeat:
     def flush(self) -> None:
         """Write the progress of the last beat if the throttle held it back (one write)."""
         held, self._held = self._held, None
-        if held is not None and not self._closed:
+        if held is not None and not self._closed and os.getpid() == self._pid:
             when, step, metrics = held
             self._write("progress", {"step": step, "metrics": metrics}, when)
 
