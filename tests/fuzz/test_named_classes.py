@@ -137,6 +137,23 @@ def test_special_file_as_log(work: Path, name: str) -> None:
     special_call(["diagnose", special(work, name)], work, name).check({2})
 
 
+@pytest.mark.parametrize("command", [["monitor", "--json"], ["report", "-o", "-"]])
+@pytest.mark.parametrize("name", FILES)
+def test_special_file_as_run_events(work: Path, name: str, command: list[str]) -> None:
+    """A run directory's events.jsonl planted as a FIFO, a folder, or a link to /bin/ls or
+    /dev/zero: one line naming it, never a blocked or endless read."""
+    events = work / "run" / "events.jsonl"
+    events.unlink()
+    if name == "fifo":
+        os.mkfifo(events)
+    elif name == "dir":
+        events.mkdir()
+    else:
+        events.symlink_to(special(work, name))
+    result = call_main([*command, "run"], work, timeout=8).check({2})
+    assert "run/events.jsonl is a" in result.err
+
+
 @pytest.mark.parametrize("argv", [
     ["plan", "--inventory", "99999999x8xH100", "t.py"],
     ["plan", "--inventory", "100000x1024xH100", "t.py"],

@@ -189,7 +189,8 @@ def test_run_directory_files(files: dict[str, list[str]]) -> None:
         for name, lines in files.items():
             (run / name).write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
         for argv in (["monitor", "--once", "run"], ["monitor", "--json", "run"],
-                     ["report", "run", "-o", "r.html"], ["diagnose", "run"]):
+                     ["report", "run", "-o", "r.html"], ["report", "run", "-o", "-"],
+                     ["diagnose", "run"]):
             call_main(argv, work, timeout=30).check()
 
 

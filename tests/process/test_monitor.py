@@ -143,6 +143,31 @@ def test_monitor_json_snapshot_of_a_finished_run(healthy: tuple[Path, str]) -> N
         assert r["steps_per_second"] is not None and r["steps_per_second"] > 0  # one read
 
 
+def test_monitor_and_report_show_the_last_steps_loss(tmp_path: Path, marker: str) -> None:
+    """40 steps within a second: progress is written at most once a second, so before the
+    last step's metrics landed at exit, the view showed step 40 next to step 1's loss."""
+    run = tmp_path / "run"
+    done = run_cli(["launch", "--nproc-per-node", "2", "--run-dir", str(run),
+                    str(JOBS / "quick.py")], cwd=tmp_path, timeout=120,
+                   env={"DISTRUN_TEST_MARK": marker})
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = run_cli(["monitor", str(run), "--json"], cwd=tmp_path, timeout=30)
+    ranks = json.loads(shown.stdout)["ranks"]
+    assert [(r["step"], r["loss"]) for r in ranks] == [(40, 1 / 40), (40, 1 / 40 + 0.01)]
+    table = run_cli(["monitor", str(run), "--once"], cwd=tmp_path, timeout=30,
+                    env={"COLUMNS": "120"}).stdout
+    head = next(x for x in table.splitlines() if "loss" in x).split("┃")
+    column = [c.strip() for c in head].index("loss")
+    cells = [x.split("│")[column].strip() for x in table.splitlines() if "exited 0" in x]
+    assert cells == ["0.025", "0.035"], table
+    assert run_cli(["report", str(run), "-o", "r.html"], cwd=tmp_path, timeout=30).returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    rows = page[page.index('<table id="ranks"'):page.index("</table>")]
+    assert "<td>40</td>" in rows and "<td>0.025</td>" in rows and "<td>0.035</td>" in rows
+    progress = [e for e in events(run) if e["event"] == "progress"]
+    assert len(progress) <= 6  # still at most about one a second per rank, plus the last
+
+
 def test_monitor_of_a_missing_run_dir_is_a_usage_error(tmp_path: Path) -> None:
     done = run_cli(["monitor", str(tmp_path / "nope")], cwd=tmp_path, timeout=30)
     assert done.returncode == 2 and "is not a distrun run directory" in done.stderr

@@ -19,6 +19,7 @@ from distrun.monitor.report import render
 from distrun.monitor.snapshot import snapshot
 from distrun.monitor.state import RunState
 from distrun.plan.planner import build
+from tests.conftest import run_cli
 
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 
@@ -111,3 +112,42 @@ def test_table_fits_the_screen_and_cuts_no_number(tmp_path: Path, width: int) ->
         assert must in text
     if width >= 120:  # wide: every column
         assert all(h in text for h in ("node", "local", "cpu", "beat", "device"))
+
+
+BOOM = "RuntimeError: boom <b>x</b> [red]y[/]"
+FIRST_FROM_EVENTS = [
+    {"event": "rank_exited", "rank": 0, "exitcode": -15, "signal": "SIGTERM",
+     "role": "stopped or failed after"},
+    {"event": "rank_exited", "rank": 1, "exitcode": 1, "role": "first failure"},
+    {"event": "job_finished", "status": "failed", "exitcode": 1, "message": BOOM}]
+
+
+@pytest.mark.parametrize("source", ["events", "summary.json"])
+def test_a_failed_job_says_what_failed_and_which_rank_failed_first(tmp_path: Path,
+                                                                   source: str) -> None:
+    """The rank that failed first and the message, as ``distrun launch`` said them: from the
+    rank_exited roles, or from summary.json's first_failure (the events then name no role)."""
+    end = FIRST_FROM_EVENTS
+    if source == "summary.json":
+        end = [{k: v for k, v in e.items() if k != "role"} for e in end]
+    run = write_run(tmp_path, end)
+    if source == "summary.json":
+        (run / "summary.json").write_text(json.dumps(
+            {"status": "failed", "exitcode": 1, "message": BOOM, "first_failure": 1}))
+    assert run_cli(["report", str(run), "-o", "r.html"], cwd=tmp_path, timeout=60
+                   ).returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert ('<p class="verdict" id="failure">rank 1 failed first (RuntimeError: boom '
+            "&lt;b&gt;x&lt;/b&gt; [red]y[/]); its log: logs/rank-1.log</p>") in page
+    assert "<td>failed (exit 1); FAILED FIRST</td>" in page
+    assert page.count("FAILED FIRST") == 1  # the rank stopped after it is not flagged
+    shown = run_cli(["monitor", str(run), "--once"], cwd=tmp_path, timeout=60,
+                    env={"COLUMNS": "200"}).stdout
+    assert f"rank 1 failed first ({BOOM}); its log: logs/rank-1.log" in shown
+    snap = json.loads(run_cli(["monitor", str(run), "--json"], cwd=tmp_path, timeout=60).stdout)
+    assert (snap["first_failure"], snap["message"]) == (1, BOOM)
+
+
+def test_a_succeeded_job_shows_no_failure(tmp_path: Path) -> None:
+    page = render(write_run(tmp_path, SUCCEEDED))
+    assert 'id="failure"' not in page and "FAILED FIRST" not in page

@@ -42,7 +42,10 @@ def hostile_run(root: Path) -> Path:
          "message": bad},
         {"event": "stall_verdict", "time": T0.format(6), "ranks": [0], "message": bad},
         {"event": "hang", "time": T0.format(6), "culprits": [0], "kind": bad, "message": bad},
-        {"event": "job_finished", "time": T0.format(7), "status": bad, "exitcode": 1},
+        {"event": "rank_exited", "time": T0.format(7), "rank": 0, "exitcode": 1,
+         "role": "first failure"},
+        {"event": "job_finished", "time": T0.format(7), "status": bad, "exitcode": 1,
+         "message": bad},
     ]
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     samples = [{"time": 1735689604.0 + i, "unavailable": bad, "devices": [
@@ -59,6 +62,7 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     assert "<img" not in page and "<script" not in page
     assert "&lt;img src=x onerror=&quot;document.title=&#x27;pwned&#x27;&quot;&gt;" in page
     assert "&lt;script&gt;" in page
+    assert '<p class="verdict" id="failure">rank 0 failed first (&lt;img src=x' in page
     tags = set(re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", page))
     assert tags <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b",
                     "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "svg", "text",

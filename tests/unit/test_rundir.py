@@ -15,6 +15,7 @@ import pytest
 
 from distrun.launch.rundir import default_path
 from distrun.model import rundir
+from distrun.model.record import epoch
 from distrun.model.rundir import RunDir, RunDirError
 from distrun.runtime.heartbeat import Heartbeat
 from tests.conftest import run_cli
@@ -42,6 +43,25 @@ def test_folders_are_0700_and_files_0600(tmp_path: Path) -> None:
         assert mode(run.path / name) == 0o600, name
     names = [json.loads(x)["event"] for x in (run.path / "events.jsonl").read_text().splitlines()]
     assert names == ["launch_started", "progress"]
+
+
+FORK = ("import os\npid = os.fork()\nif pid == 0:\n    sys.exit(0)\n"  # the child's exit: no line
+        "os.waitpid(pid, 0)\n")
+
+
+@pytest.mark.parametrize("ending", ["hb.close()\n", "", FORK], ids=["close", "exit", "fork"])
+def test_the_last_beat_the_throttle_held_back_is_written_at_close_or_exit(
+        tmp_path: Path, ending: str) -> None:
+    """Five beats within a second: the first is written at once, the last at close (or, with
+    no close, when the interpreter exits), stamped with its own time; none in between."""
+    code = ("import sys\nfrom distrun.runtime.heartbeat import Heartbeat\n"
+            "hb = Heartbeat(sys.argv[1], 0)\n"
+            "for s in range(1, 6):\n    hb.beat(s, {'loss': 1.0 / s})\n" + ending)
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
+    lines = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["step"], e["metrics"]) for e in lines] == [(1, {"loss": 1.0}), (5, {"loss": 0.2})]
+    beat = float((tmp_path / "heartbeats" / "rank-0").read_text().split()[0])
+    assert abs((epoch(lines[1]["time"]) or 0.0) - beat) < 0.002  # the last beat's time, not exit's
 
 
 @pytest.mark.parametrize("planted", ["events.jsonl", "logs/rank-0.log", ".plan.json.tmp",

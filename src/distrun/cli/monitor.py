@@ -26,7 +26,8 @@ from distrun.cli.args import OneLineParser, check_ranges
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
 from distrun.model.record import printable
-from distrun.monitor.snapshot import problems, snapshot
+from distrun.model.rundir import EVENTS, RunDirError, open_read
+from distrun.monitor.snapshot import failure_line, problems, snapshot
 from distrun.monitor.state import RunState, latest_run
 
 NA = "n/a"
@@ -45,17 +46,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve(run_dir: str | None, env: Mapping[str, str]) -> Path:
+def resolve(run_dir: str | None, env: Mapping[str, str], command: str = "monitor") -> Path:
+    """The run directory ``distrun <command>`` reads: the one given, else the newest under
+    ./runs (DISTRUN_RUNS); its events.jsonl must be a regular file (checked without blocking
+    on a FIFO or following a link)."""
     if run_dir is None:
-        found = latest_run(Path(env.get("DISTRUN_RUNS", "runs")))
+        root = env.get("DISTRUN_RUNS", "runs")
+        found = latest_run(Path(root))
         if found is None:
-            raise UsageError("no run directory given and none under ./runs",
-                             fix="pass the run directory: distrun monitor runs/<run>")
-        return found
-    path = Path(run_dir)
-    if not (path / "events.jsonl").exists():
-        raise UsageError(f"{run_dir!r} is not a distrun run directory (no events.jsonl)",
-                         fix="pass the folder distrun launch printed (runs/<time>-<name>)")
+            raise UsageError(f"no run directory given and none under {root}",
+                             fix=f"pass the run directory: distrun {command} runs/<run>")
+        return _checked(found, str(found))
+    return _checked(Path(run_dir), run_dir)
+
+
+def _checked(path: Path, given: str) -> Path:
+    try:
+        os.close(open_read(path / EVENTS))
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{given!r} is not a distrun run directory (no {EVENTS})",
+                         fix="pass the folder distrun launch printed (runs/<time>-<name>)"
+                         ) from None
+    except RunDirError as exc:
+        raise UsageError(str(exc)) from None
     return path
 
 
@@ -185,6 +198,9 @@ def _title(snap: dict[str, Any]) -> Text:
         text.append(f"\ndevice metrics not available: {snap['devices_unavailable']}")
     if snap.get("verdict"):
         text.append(f"\nSTALLED: {snap['verdict']}", style="bold red")
+    failure = failure_line(snap)
+    if failure:
+        text.append(f"\n{failure}", style="bold red")
     return text
 
 

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from distrun.model import rundir
 from distrun.model.plan import LaunchPlan
 
 MAX_RANK = 1 << 20  # no job has a million ranks; a larger number is corruption
@@ -370,20 +371,25 @@ T = TypeVar("T")
 
 
 class Tail:
-    """New complete lines of a JSON-lines file since the last call, parsed; bad lines kept."""
+    """New complete lines of a JSON-lines file since the last call, parsed; bad lines kept.
+    A file that is not a regular file (a FIFO, a folder, a link) is never read: ``refused``
+    says why."""
 
     def __init__(self, path: Path, parse: Callable[[bytes, str, int], T | BadLine]) -> None:
         self.path, self.offset, self.partial, self.number = path, 0, b"", 0
         self._parse = parse
         self.bad: list[BadLine] = []
+        self.refused = ""
 
     def read(self) -> list[Any]:
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
+            data = rundir.read_bytes(self.path, self.offset)
+        except rundir.RunDirError as exc:
+            self.refused = str(exc)
+            return []
         except OSError:
             return []
+        self.refused = ""
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
@@ -465,9 +471,11 @@ class PlanRead:
 def read_plan(path: Path) -> PlanRead:
     """``plan.json`` as a ``LaunchPlan``; never raises (a missing or corrupted plan is a reason)."""
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        return PlanRead(None, f"{path}: cannot read ({exc.strerror or exc})")
+        text = rundir.read_bytes(path, limit=MAX_LINE + 1)
+    except OSError as exc:  # a RunDirError (a FIFO, a link) names the path and what is there
+        why = str(exc) if isinstance(exc, rundir.RunDirError) else \
+            f"{path}: cannot read ({exc.strerror or exc})"
+        return PlanRead(None, why)
     data = _object(text, str(path), 1)
     if isinstance(data, BadLine):
         return PlanRead(None, f"{path}: {data.reason}")

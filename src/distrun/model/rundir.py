@@ -13,7 +13,10 @@ file must be new), folders are 0700 and files 0600: a run directory in a shared 
 cannot be used to write through a planted link, and its logs and environment are the user's
 alone. A new run directory is made with ``mkdir`` (never ``exist_ok``), so two launches started
 in the same second from one folder get two directories. Events are one ``O_APPEND`` write per
-line (atomic for a line), shared by the launcher and every rank.
+line (atomic for a line), shared by the launcher and every rank. A file is read
+(``open_read``, ``read_bytes``) only when it is a regular file, never through a link, opened
+with ``O_NONBLOCK`` and checked with ``fstat`` on the descriptor: a FIFO planted as
+``events.jsonl`` cannot block a reader (``monitor``, ``report``).
 """
 
 from __future__ import annotations
@@ -66,6 +69,52 @@ def _refuse_link(path: Path, exc: OSError) -> RunDirError:
         return RunDirError(exc.errno, f"{path} is a symbolic link: distrun does not write "
                            "through links (remove it, or choose a new folder)")
     return RunDirError(exc.errno, f"cannot write {path}: {exc.strerror}")
+
+
+def kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(path: Path, mode: int) -> RunDirError:
+    return RunDirError(0, f"{path} is {kind(mode)}, not a regular file: distrun reads only "
+                       "regular files of a run directory (remove it, or pass another run)")
+
+
+def open_read(path: Path) -> int:
+    """A run-directory file opened to read; the fd. Never through a link, never blocking (a
+    FIFO), a regular file only: anything else is a ``RunDirError`` naming the path and what it
+    is. A missing file is the ``FileNotFoundError`` of ``os.open``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ELOOP for a link, ENXIO for a socket: say what is there
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise exc from None
+        if stat.S_ISREG(mode):
+            raise
+        raise _not_regular(path, mode) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    return fd
+
+
+def read_bytes(path: Path, offset: int = 0, limit: int = -1) -> bytes:
+    """The bytes of the regular file ``path`` from ``offset`` (at most ``limit``; see
+    ``open_read``)."""
+    with os.fdopen(open_read(path), "rb") as fh:
+        fh.seek(offset)
+        return fh.read(limit)
 
 
 _lost_warned = False
@@ -186,8 +235,10 @@ def write_text(path: Path, text: str) -> None:
         raise
 
 
-def event_line(name: str, fields: dict[str, Any]) -> bytes:
-    return (json.dumps({"time": utc_now(), "event": name, **fields}, default=str) + "\n").encode()
+def event_line(name: str, fields: dict[str, Any], when: float | None = None) -> bytes:
+    """One events.jsonl line, stamped now (or at the Unix time ``when``)."""
+    stamp = utc_now() if when is None else utc_stamp(when)
+    return (json.dumps({"time": stamp, "event": name, **fields}, default=str) + "\n").encode()
 
 
 def create(path: Path, *, chosen: bool) -> Path:

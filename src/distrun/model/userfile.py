@@ -13,6 +13,9 @@ import os
 import stat
 
 from distrun.errors import UsageError
+from distrun.model.rundir import kind
+
+__all__ = ["kind", "read_user_text", "shown"]
 
 TEXT_MAX = 1024 * 1024
 SHOWN_MAX = 80
@@ -24,16 +27,6 @@ def shown(value: object, limit: int = SHOWN_MAX) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit - 20]}...({len(text)} chars)"
-
-
-def kind(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def _read_regular(fd: int, name: str, what: str, fix: str, limit: int) -> bytes:

@@ -13,9 +13,9 @@ from typing import Any
 
 from distrun.model import record
 from distrun.model.record import Event, JobFinished, Progress, SampleLine, StallVerdict
-from distrun.model.rundir import EVENTS, SAMPLES
+from distrun.model.rundir import EVENTS, SAMPLES, RunDirError, read_bytes
 from distrun.monitor import svg
-from distrun.monitor.snapshot import snapshot
+from distrun.monitor.snapshot import failure_line, snapshot
 from distrun.monitor.state import RunState
 
 STRAGGLER = 0.8  # below this fraction of the median throughput a rank is a straggler
@@ -106,6 +106,8 @@ def rank_rows(snap: dict[str, Any], series: Series) -> list[dict[str, Any]]:
             flags.append(f"STRAGGLER ({rate / median:.0%} of median)")
         if r["status"] == "stalled":
             flags.append("holds the others up")
+        if r["rank"] == snap["first_failure"] and snap["status"] != "stalled":
+            flags.append("FAILED FIRST")
         rows.append({**r, "mean_steps_per_second": rate, "flags": flags})
     return rows
 
@@ -167,6 +169,10 @@ def render(run: Path) -> str:
     ]
     verdict = (f'<p class="verdict">STALLED: {escape(snap["verdict"])}</p>'
                if snap["verdict"] else "")
+    failure = failure_line(snap)
+    if failure:
+        verdict += f'<p class="verdict" id="failure">{escape(failure)}</p>'
+
     checks = "".join(f'<li class="{escape(str(c["severity"]))}">{escape(str(c["message"]))}'
                      "</li>" for c in snap["checks"])
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>distrun report: "
@@ -194,8 +200,10 @@ def _hangs(series: Series, run: Path) -> str:
 
 def _stacks(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace")[:4_000_000])
-    except (OSError, ValueError):
+        data = json.loads(read_bytes(path, limit=4_000_000).decode("utf-8", errors="replace"))
+    except RunDirError as exc:  # a FIFO or a link in its place: never read, said
+        return f"<p class='problems'>{escape(str(exc))}</p>"
+    except (OSError, ValueError, RecursionError):
         return ""
     stacks = data.get("stacks") if isinstance(data, dict) else None
     if not isinstance(stacks, dict):

@@ -38,6 +38,8 @@ def snapshot(state: RunState, now: float | None = None, stall_timeout_s: float =
         "time": now,
         "status": status(state),
         "exitcode": state.finished.exitcode if state.finished is not None else None,
+        "message": (state.finished.message or None) if state.finished is not None else None,
+        "first_failure": state.first_failure(),
         "world_size": plan.world_size if plan else None,
         "node_rank": state.node_rank,
         "device_type": plan.device_type if plan else None,
@@ -65,6 +67,19 @@ def status(state: RunState) -> str:
     return JobStatus.RUNNING.value if state.workers_at else "starting"
 
 
+def failure_line(snap: dict[str, Any]) -> str | None:
+    """What failed, as ``distrun launch`` said it at the end: the rank that failed first, the
+    message and that rank's log; None for a job that succeeded or runs (and for a stall, whose
+    verdict says it)."""
+    first, message = snap["first_failure"], snap["message"]
+    if (first is None and not message) or (snap["status"] == "stalled" and snap["verdict"]):
+        return None
+    if first is None:
+        return f"job {snap['status']}: {message}"
+    text = f"rank {first} failed first"
+    return f"{text} ({message}); its log: logs/rank-{first}.log" if message else text
+
+
 def _alive(pid: int, since: float | None) -> bool:
     """Is the launcher still there? (A pid reused by a process started later does not count.)"""
     import psutil
@@ -79,8 +94,10 @@ def _alive(pid: int, since: float | None) -> bool:
 
 
 def problems(state: RunState, limit: int = 20) -> list[str]:
-    """What could not be read: the plan, and bad lines (file:line: why), the first few."""
+    """What could not be read: the plan, files that are not regular files, and bad lines
+    (file:line: why), the first few."""
     out = [f"plan: {state.plan_error}"] if state.plan_error else []
+    out += state.refused
     bad = state.bad
     out += [str(b) for b in bad[:limit]]
     if len(bad) > limit:

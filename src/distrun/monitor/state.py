@@ -12,13 +12,15 @@ import json
 import math
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from distrun.model import record
 from distrun.model.plan import LaunchPlan, NodePlan
 from distrun.model.record import (
+    FIRST_ROLE,
     BadLine,
     Event,
     JobFinished,
@@ -33,18 +35,22 @@ from distrun.model.record import (
     epoch,
     read_plan,
 )
-from distrun.model.rundir import EVENTS, PLAN, SAMPLES, SUMMARY
+from distrun.model.rundir import EVENTS, PLAN, SAMPLES, SUMMARY, RunDirError, read_bytes
 
 __all__ = ["RankState", "RunState", "epoch", "latest_run", "read_heartbeat"]
 
 RATE_WINDOW = 10
+T = TypeVar("T")
 
 
 def read_heartbeat(path: Path) -> tuple[float, int] | None:
+    """``(time, step)`` of a heartbeat file; None when absent or unreadable. A file that is not
+    a regular file raises ``RunDirError`` (never read: a FIFO would block)."""
     try:
-        with open(path, "rb") as fh:
-            fields = fh.read(128).split()
+        fields = read_bytes(path, limit=128).split()
         when, step = float(fields[0]), int(fields[1])
+    except RunDirError:
+        raise
     except (OSError, ValueError, IndexError):
         return None
     return (when, step) if math.isfinite(when) else None
@@ -113,12 +119,19 @@ class RunState:
         self.ranks: dict[int, RankState] = {r: RankState(r) for r in self.expected()}
         self.notable: list[Event] = []
         self.last_sample: SampleLine | None = None
+        self._refused: dict[Path, str] = {}  # heartbeats, summary.json: what is there instead
         self._events = record.events(path / EVENTS)
         self._samples = record.samples(path / SAMPLES)
 
     @property
     def bad(self) -> list[BadLine]:
         return [*self._events.bad, *self._samples.bad]
+
+    @property
+    def refused(self) -> list[str]:
+        """Files of the run directory that are not regular files (never read), one line each."""
+        tails = [t.refused for t in (self._events, self._samples) if t.refused]
+        return [*tails, *self._refused.values()]
 
     def expected(self) -> list[int]:
         """This node's ranks, from the plan (all of them when the node is unknown)."""
@@ -149,11 +162,31 @@ class RunState:
             self.last_sample = sample
         beats = self.path / "heartbeats"
         for state in self.ranks.values():
-            hb = read_heartbeat(beats / f"rank-{state.rank}")
+            hb = self._guarded(read_heartbeat, beats / f"rank-{state.rank}")
             if hb is not None and hb[0] != state.beat_time:
                 self._beat(state, *hb)
         if self.finished and not self.summary:
-            self.summary = _load(self.path / SUMMARY)
+            self.summary = self._guarded(_load, self.path / SUMMARY) or {}
+
+    def _guarded(self, read: Callable[[Path], T], path: Path) -> T | None:
+        """``read(path)``; None, and the reason kept in ``refused``, for a file that is not a
+        regular file."""
+        try:
+            value = read(path)
+        except RunDirError as exc:
+            self._refused[path] = str(exc)
+            return None
+        self._refused.pop(path, None)
+        return value
+
+    def first_failure(self) -> int | None:
+        """The rank that failed first: ``summary.json``'s ``first_failure``, else the rank whose
+        ``rank_exited`` event says it was the first failure; None when none failed."""
+        first = self.summary.get("first_failure")
+        if isinstance(first, int) and not isinstance(first, bool):
+            return first
+        return next((r.rank for r in sorted(self.ranks.values(), key=lambda r: r.rank)
+                     if r.exited is not None and r.exited.role == FIRST_ROLE), None)
 
     def _beat(self, state: RankState, when: float, step: int) -> None:
         state.beat_time, state.step = when, step
@@ -216,8 +249,11 @@ def latest_run(root: Path) -> Path | None:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    """A JSON object file; {} when absent or malformed (``RunDirError`` when not a regular file)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bytes(path, limit=1 << 20))
+    except RunDirError:
+        raise
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

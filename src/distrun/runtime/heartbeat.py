@@ -2,11 +2,15 @@
 
 Each rank keeps one small file, ``<run>/heartbeats/rank-<R>``, rewritten in place at every
 ``beat`` (one ``pwrite``: time, step); at most once a second it also appends a ``progress``
-event with the metrics to ``events.jsonl`` (one ``O_APPEND`` write, atomic for a line).
+event with the metrics to ``events.jsonl`` (one ``O_APPEND`` write, atomic for a line). The
+last beat that throttle held back is written at ``close`` and at interpreter exit (stamped with
+its own time), so the record ends with the last step's metrics, not those of up to a second
+before.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from collections.abc import Mapping
@@ -26,6 +30,10 @@ class Heartbeat:
         self._fd = rundir.open_rewrite(beats / f"rank-{rank}")
         self._events = rundir.open_append(Path(run_dir) / rundir.EVENTS)
         self._next_event = 0.0
+        self._held: tuple[float, int, dict[str, float]] | None = None  # (time, step, metrics)
+        self._closed = False
+        self._pid = os.getpid()  # a forked child that exits does not write its parent's step
+        atexit.register(self.flush)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], rank: int) -> Heartbeat | None:
@@ -41,10 +49,23 @@ class Heartbeat:
         mono = time.monotonic()
         if mono >= self._next_event:
             self._next_event = mono + EVENT_EVERY_S
+            self._held = None
             self.event("progress", step=step, metrics=dict(metrics))
+        else:
+            self._held = (now, step, dict(metrics))
+
+    def flush(self) -> None:
+        """Write the progress of the last beat if the throttle held it back (one write)."""
+        held, self._held = self._held, None
+        if held is not None and not self._closed and os.getpid() == self._pid:
+            when, step, metrics = held
+            self._write("progress", {"step": step, "metrics": metrics}, when)
 
     def event(self, name: str, **fields: object) -> None:
-        line = rundir.event_line(name, {"rank": self.rank, "pid": os.getpid(), **fields})
+        self._write(name, fields, None)
+
+    def _write(self, name: str, fields: dict[str, object], when: float | None) -> None:
+        line = rundir.event_line(name, {"rank": self.rank, "pid": os.getpid(), **fields}, when)
         try:
             os.write(self._events, line)
         except OSError as exc:
@@ -54,6 +75,12 @@ class Heartbeat:
         self.event("rank_joined", device=device, local_rank=local_rank, node_rank=node_rank)
 
     def close(self) -> None:
+        """Flush the held progress and close both files (a second call does nothing)."""
+        self.flush()
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.flush)
         for fd in (self._fd, self._events):
             try:
                 os.close(fd)
