@@ -257,7 +257,8 @@ class HangDetector:
         where = ({"pg": old.pg, "seq": old.seq} if isinstance(old, HangVerdict)
                  else {"quiet": True})
         return [Notice((f"distrun: hang resolved: {old.resolved()}",),
-                       (("hang_resolved", {"culprits": list(old.culprits), **where}),))]
+                       (("hang_resolved", {"culprits": list(old.culprits), **where}),),
+                       closes=True)]
 
     def _act(self, t: Tick, verdict: HangVerdict | QuietVerdict) -> list[Result]:
         if isinstance(verdict, HangVerdict) and verdict.kind is Kind.GONE and not verdict.op \
@@ -316,7 +317,8 @@ def announce(t: Tick, v: HangVerdict | QuietVerdict, config: HangConfig, why: st
     alive = [RankState(rank=r, pid=states[r].pid) for r in v.culprits
              if r in states and states[r].exited_at is None]
     stacks = t.stacks(alive) if alive else {}
-    lines = [f"distrun: HANG (kind {int(v.kind)}, {v.kind.label}): {v.message()}"]
+    named = f"HANG (kind {int(v.kind)}, {v.kind.label}): {v.message()}"
+    lines = [f"distrun: {named}"]
     for rank, stack in sorted(stacks.items()):
         lines.append(f"distrun: stack of rank {rank} ({stack.method}):")
         lines += [f"    {line}" for line in stack.shown().splitlines()[:24]]
@@ -335,7 +337,7 @@ def announce(t: Tick, v: HangVerdict | QuietVerdict, config: HangConfig, why: st
     if said:  # in the record too: diagnose and the report quote the event's message
         record["hints"] = event["hints"] = said
         event["message"] = f"{event['message']}; {'; '.join(said)}"
-    return Notice(tuple(lines), (("hang", event),), (("hang.json", record),))
+    return Notice(tuple(lines), (("hang", event),), (("hang.json", record),), opens=named)
 
 
 def _hints(stacks: Mapping[int, Stack]) -> list[str]:
