@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from distrun.monitor.hang import BUSY_CPU_PERCENT, cause_line
+from distrun.monitor.hang import BUSY_CPU_PERCENT, cause_line, timeout_note
 from tests.conftest import cli_env, run_cli
 
 pytestmark = [pytest.mark.slow]
@@ -250,3 +250,30 @@ def test_ctrl_c_during_a_hang_ends_interrupted_with_that_hang_not_a_rank_gone(
     assert finished["status"] == "interrupted" and named in finished["message"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["exitcode"] == 130
+
+
+@pytest.mark.timeout(180)
+def test_a_stall_timeout_below_the_hang_floor_is_said_at_launch_and_in_the_stop(
+        tmp_path: Path, marker: str) -> None:
+    """--stall-timeout 5 cannot stop a collective hang before 10 s (a healthy rank's progress
+    file can look stuck for about 6 s): said at launch, in --help and in the stop's reason."""
+    started = time.monotonic()
+    done = launch(tmp_path, marker, 2, "sleeper.py", "1", "3600", flags=("--stall-timeout", "5"))
+    assert done.returncode == 124, done.stderr[-3000:]
+    ours = [line for line in done.stderr.splitlines() if line.startswith("distrun: ")]
+    assert ours[0] == ("distrun: note: --stall-timeout 5: a hang inside torch.distributed (a "
+                       "collective, a send or recv) is named, and the job stopped, after 10 s at "
+                       "the earliest (the ranks' progress reaches distrun up to 6 s late: a "
+                       "shorter wait could stop a healthy job); a ctx.step heartbeat stall, or "
+                       "every rank idle outside torch.distributed, stops it after 5 s"), ours
+    stop = next(line for line in ours if line.startswith("distrun: stopping the job"))
+    assert re.fullmatch(r"distrun: stopping the job: no progress for 1[0-4] s \(--stall-timeout "
+                        r"5; a hang inside torch.distributed is judged after 10 s at the "
+                        r"earliest\)", stop), stop
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert 10 <= hang["waited_s"] < 15
+    assert time.monotonic() - started < 120
+    helped = run_cli(["launch", "--help"], tmp_path, timeout=60)
+    assert "a hang inside torch.distributed is stopped after 10 s at the earliest" in " ".join(
+        helped.stdout.split())
+    assert timeout_note(10.0) == timeout_note(None) == ""  # 10 s and more: honoured as given

@@ -27,6 +27,7 @@ from distrun.launch.unblock import (
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import EXIT_STALLED, JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir, spared, utc_stamp
+from distrun.model.terminal import to_console
 
 if TYPE_CHECKING:
     from distrun.monitor.watcher import Verdict, Watcher
@@ -56,6 +57,12 @@ class Watching:
         self.interrupted = interrupted  # set at a stop signal to the launcher (unblock.py)
         self.instrumented = instrument.enabled(os.environ, options.no_instrument)
         self.saved = _instrument(run) if self.instrumented else {}
+        if self.instrumented and options.stall_timeout_s is not None \
+                and options.stall_action == "stop":
+            from distrun.monitor.hang import timeout_note
+
+            if note := timeout_note(options.stall_timeout_s):
+                to_console(sys.stderr, note + "\n")
         self._thread = threading.Thread(target=self._start, daemon=True,
                                         args=(run, plan, options, node_rank),
                                         name="distrun-watch-start")

@@ -302,7 +302,10 @@ def should_stop(v: HangVerdict | QuietVerdict, config: HangConfig,
     if v.must_stop:
         why = "waiting cannot succeed"
     elif timeout is not None and v.waited_s >= timeout:
-        why = f"no progress for {v.waited_s:.0f} s (--stall-timeout {timeout:g})"
+        floor = (f"; a hang inside torch.distributed is judged after {config.hang_after_s:g} s "
+                 "at the earliest" if isinstance(v, HangVerdict)
+                 and timeout < config.hang_after_s else "")
+        why = f"no progress for {v.waited_s:.0f} s (--stall-timeout {timeout:g}{floor})"
     elif v.timeout_s and v.waited_s >= v.timeout_s - BACKEND_TIMEOUT_MARGIN_S:
         why = f"the backend's own timeout ({v.timeout_s:g} s) is about to fire"
     else:
