@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
 import threading
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.launch.logs import StampedWriter, Tailer
+from distrun.launch.logs import StampedWriter, Tailer, private
 from tests.conftest import cli_env, run_cli
 
 SCRIPT = Path(__file__).parent / "scripts_flood.py"
@@ -167,3 +169,27 @@ def test_the_watcher_and_the_summary_survive_a_console_that_went_away(tmp_path: 
     run.close()
     events = (tmp_path / "run" / "events.jsonl").read_text(encoding="utf-8")
     assert '"event": "job_finished"' in events
+
+
+def test_private_follows_no_link_out_of_the_folder(tmp_path: Path) -> None:
+    """What torchelastic made under <run>/torchrun becomes 0700/0600; a link planted there is
+    neither followed nor changed, so nothing outside the run directory changes mode."""
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True, mode=0o755)
+    (outside / "file").write_text("the user's")
+    os.chmod(outside / "file", 0o644)
+    root = tmp_path / "torchrun"
+    (root / "id" / "attempt_0" / "0").mkdir(parents=True, mode=0o755)
+    log = root / "id" / "attempt_0" / "0" / "stdout.log"
+    log.write_text("")
+    os.chmod(log, 0o644)
+    (root / "id" / "link-to-file").symlink_to(outside / "file")
+    (root / "id" / "link-to-folder").symlink_to(outside / "folder")
+    os.mkfifo(root / "id" / "fifo", 0o644)
+    private(root)
+    mode = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(os.lstat(p).st_mode)
+            for p in [root, *root.rglob("*"), *outside.rglob("*")] if not p.is_symlink()}
+    assert mode == {"torchrun": 0o700, "torchrun/id": 0o700, "torchrun/id/attempt_0": 0o700,
+                    "torchrun/id/attempt_0/0": 0o700, "torchrun/id/attempt_0/0/stdout.log": 0o600,
+                    "torchrun/id/fifo": 0o644, "outside/folder": 0o755, "outside/file": 0o644}
+    assert (root / "id" / "link-to-file").is_symlink()

@@ -7,15 +7,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from distrun.monitor.hang import BUSY_CPU_PERCENT, cause_line
-from tests.conftest import run_cli
+from distrun.monitor.hang import BUSY_CPU_PERCENT, cause_line, timeout_note
+from tests.conftest import cli_env, run_cli
 
 pytestmark = [pytest.mark.slow]
 JOBS = Path(__file__).parent / "jobs"
@@ -194,3 +196,84 @@ def test_no_instrument_turns_it_off(tmp_path: Path, marker: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert not list((tmp_path / "run").glob("progress/*"))
     assert "ranks joined, each" not in done.stderr
+
+
+def start(tmp_path: Path, marker: str, script: str, *args: str,
+          flags: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], Path]:
+    """distrun launch in the background, its stderr to a file read while it runs."""
+    err = tmp_path / "stderr.txt"
+    argv = [sys.executable, "-m", "distrun.cli.main", "launch", "--nproc-per-node", "2",
+            "--run-dir", str(tmp_path / "run"), *flags, str(JOBS / script), *args]
+    with open(tmp_path / "stdout.txt", "wb") as out, open(err, "wb") as errors:
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=errors,
+                                env=cli_env({"DISTRUN_TEST_MARK": marker}))
+    return proc, err
+
+
+def wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], within: float) -> None:
+    deadline = time.monotonic() + within
+    while text not in path.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, path.read_text()[-3000:]
+        time.sleep(0.2)
+    assert text in path.read_text(), path.read_text()[-3000:]
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_during_a_hang_ends_interrupted_with_that_hang_not_a_rank_gone(
+        tmp_path: Path, marker: str) -> None:
+    """The ranks that end because of the user's Ctrl-C are no evidence of a hang (the old
+    final check named rank 1 'gone' and the hang 'resolved'): the end says the job was
+    interrupted, with the hang in progress as it was named."""
+    proc, err = start(tmp_path, marker, "sleeper.py", "1", "3600")
+    try:
+        wait_for(err, "distrun: HANG", proc, within=120)
+        time.sleep(2)  # a watcher tick or two after the verdict, as a user would take
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 128 + signal.SIGINT
+    finally:
+        proc.kill()
+    stderr = err.read_text()
+    ours = [line for line in stderr.splitlines() if line.startswith("distrun: ")]
+    named = ("HANG (kind 1, idle): rank 1 has not entered collective #4 (gloo:all_reduce "
+             "[[1000]], process group 0) that rank 0 waits in for ")
+    assert [line for line in ours if line.startswith("distrun: HANG")] == [hang_line(stderr)]
+    assert hang_line(stderr).startswith(f"distrun: {named}"), ours
+    assert "gone" not in stderr and "hang resolved" not in stderr, ours
+    assert ours[-1].startswith(f"distrun: job interrupted: received SIGINT while a hang was in "
+                               f"progress: {named}"), ours
+    assert ours[-1].endswith(f"; run directory: {tmp_path / 'run'}"), ours
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["kind"] == "idle" and hang["culprits"] == [1]
+    assert [e["kind"] for e in events(tmp_path, "hang")] == ["idle"]
+    assert not events(tmp_path, "hang_resolved")
+    [finished] = events(tmp_path, "job_finished")
+    assert finished["status"] == "interrupted" and named in finished["message"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["exitcode"] == 130
+
+
+@pytest.mark.timeout(180)
+def test_a_stall_timeout_below_the_hang_floor_is_said_at_launch_and_in_the_stop(
+        tmp_path: Path, marker: str) -> None:
+    """--stall-timeout 5 cannot stop a collective hang before 10 s (a healthy rank's progress
+    file can look stuck for about 6 s): said at launch, in --help and in the stop's reason."""
+    started = time.monotonic()
+    done = launch(tmp_path, marker, 2, "sleeper.py", "1", "3600", flags=("--stall-timeout", "5"))
+    assert done.returncode == 124, done.stderr[-3000:]
+    ours = [line for line in done.stderr.splitlines() if line.startswith("distrun: ")]
+    assert ours[0] == ("distrun: note: --stall-timeout 5: a hang inside torch.distributed (a "
+                       "collective, a send or recv) is named, and the job stopped, after 10 s at "
+                       "the earliest (the ranks' progress reaches distrun up to 6 s late: a "
+                       "shorter wait could stop a healthy job); a ctx.step heartbeat stall, or "
+                       "every rank idle outside torch.distributed, stops it after 5 s"), ours
+    stop = next(line for line in ours if line.startswith("distrun: stopping the job"))
+    assert re.fullmatch(r"distrun: stopping the job: no progress for 1[0-4] s \(--stall-timeout "
+                        r"5; a hang inside torch.distributed is judged after 10 s at the "
+                        r"earliest\)", stop), stop
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert 10 <= hang["waited_s"] < 15
+    assert time.monotonic() - started < 120
+    helped = run_cli(["launch", "--help"], tmp_path, timeout=60)
+    assert "a hang inside torch.distributed is stopped after 10 s at the earliest" in " ".join(
+        helped.stdout.split())
+    assert timeout_note(10.0) == timeout_note(None) == ""  # 10 s and more: honoured as given

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -152,3 +154,28 @@ def test_port_conflict_forced_past_preflight_is_diagnosed(tmp_path: Path, marker
                        env={"DISTRUN_TEST_MARK": marker})
     assert done.returncode != 0
     assert "[address-in-use]" in done.stderr.split("distrun diagnose:")[1]
+
+
+def test_torchruns_folders_and_files_are_private_and_the_users_are_not_touched(
+        tmp_path: Path, marker: str) -> None:
+    """torchelastic makes <run>/torchrun/... with the umask (0755/0644), and a rank writes its
+    error.json there: every folder under the run directory ends 0700, every file 0600; the
+    training script's own files keep the user's umask."""
+    script = Path(__file__).parent / "scripts" / "private_job.py"
+    done = run_cli(["launch", "--nproc-per-node", "2", "--run-dir", str(tmp_path / "run"),
+                    str(script), marker], tmp_path, env={"DISTRUN_TEST_MARK": marker})
+    assert done.returncode == 1, done.stderr[-3000:]
+    run = tmp_path / "run"
+    raw = sorted(p.relative_to(run / "torchrun").parts[1:]  # <run id>/attempt_0/<rank>/<file>
+                 for p in (run / "torchrun").glob("*/*/*/*"))
+    assert raw == [("attempt_0", str(r), f) for r in (0, 1)
+                   for f in ("error.json", "stderr.log", "stdout.log")], raw
+    modes = {p.relative_to(run).as_posix(): stat.S_IMODE(os.lstat(p).st_mode)
+             for p in [run, *run.rglob("*")]}
+    assert {p: m for p, m in modes.items()
+            if m != (0o700 if (run / p).is_dir() else 0o600)} == {}
+    umask = os.umask(0)
+    os.umask(umask)
+    for rank in (0, 1):
+        assert stat.S_IMODE((tmp_path / f"user-file-{rank}.txt").stat().st_mode) == 0o666 & ~umask
+        assert stat.S_IMODE((tmp_path / f"user-folder-{rank}").stat().st_mode) == 0o777 & ~umask

@@ -19,8 +19,9 @@ def add_watch_flags(group: argparse._ArgumentGroup, env: Mapping[str, str]) -> N
     actions = [
         group.add_argument("--stall-timeout", type=seconds, default=None, metavar="SECONDS",
                            help="stop the job after this long without progress (collectives, "
-                                "or ctx.step heartbeats); default: name the culprit and warn, "
-                                "stop only when the backend's own timeout would fire"),
+                                "or ctx.step heartbeats); a hang inside torch.distributed is "
+                                "stopped after 10 s at the earliest; default: name the culprit "
+                                "and warn, stop only when the backend's own timeout would fire"),
         group.add_argument("--stall-action", choices=("stop", "warn"), default="stop",
                            help="when a hang cannot resolve (collective mismatch, a rank "
                                 "gone, a timeout reached): stop the job with a verdict "

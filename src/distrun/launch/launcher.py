@@ -27,6 +27,7 @@ from distrun.launch.unblock import (
 from distrun.model.plan import LaunchPlan
 from distrun.model.record import EXIT_STALLED, JobOutcome, JobStatus, RankFailure
 from distrun.model.rundir import RunDir, spared, utc_stamp
+from distrun.model.terminal import to_console
 
 if TYPE_CHECKING:
     from distrun.monitor.watcher import Verdict, Watcher
@@ -51,10 +52,17 @@ class Watching:
     instrumentation is set up at once: it is their environment."""
 
     def __init__(self, run: RunDir, plan: LaunchPlan, options: LaunchOptions,
-                 node_rank: int) -> None:
+                 node_rank: int, interrupted: threading.Event) -> None:
         self.watcher: Watcher | None = None
+        self.interrupted = interrupted  # set at a stop signal to the launcher (unblock.py)
         self.instrumented = instrument.enabled(os.environ, options.no_instrument)
         self.saved = _instrument(run) if self.instrumented else {}
+        if self.instrumented and options.stall_timeout_s is not None \
+                and options.stall_action == "stop":
+            from distrun.monitor.hang import timeout_note
+
+            if note := timeout_note(options.stall_timeout_s):
+                to_console(sys.stderr, note + "\n")
         self._thread = threading.Thread(target=self._start, daemon=True,
                                         args=(run, plan, options, node_rank),
                                         name="distrun-watch-start")
@@ -74,17 +82,19 @@ class Watching:
 
                 extra = hang_detectors(plan.nodes[node_rank].ranks, HangConfig(
                     stall_timeout_s=timeout, action=options.stall_action))
-            self.watcher = watch(run, plan, config, LauncherActions(run), extra_detectors=extra)
+            self.watcher = watch(run, plan, config, LauncherActions(run), extra_detectors=extra,
+                                 interrupted=self.interrupted)
         except Exception as exc:  # the job runs on unwatched; the record and the console say so
             text = f"{type(exc).__name__}: {exc}"
             run.event("monitor_error", error=text)
             logging.getLogger(ELASTIC_LOGGER).error("distrun: monitor did not start: %s", text)
 
-    def stop(self) -> Verdict | None:
+    def stop(self) -> tuple[Verdict | None, str]:
+        """The verdict, and the hang in progress (named, not resolved; "" when none)."""
         self._thread.join()
         verdict = self.watcher.stop() if self.watcher is not None else None
         _restore(self.saved)
-        return verdict
+        return verdict, self.watcher.ongoing if self.watcher is not None else ""
 
 
 def _instrument(run: RunDir) -> dict[str, str | None]:
@@ -140,9 +150,11 @@ def log_to(run: RunDir) -> list[logging.StreamHandler[Any]]:
 
 
 def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
-            echo: Callable[[int, int], bool], machine_stdout: bool = False) -> JobOutcome:
+            echo: Callable[[int, int], bool], machine_stdout: bool = False, *,
+            interrupted: threading.Event | None = None) -> JobOutcome:
     """This node's invocation, exactly as the plan holds it, through torchrun's own config.
-    ``machine_stdout``: distrun's stdout is for its JSON, the ranks' stdout goes to stderr."""
+    ``machine_stdout``: distrun's stdout is for its JSON, the ranks' stdout goes to stderr.
+    ``interrupted`` is set when a stop signal reaches this process."""
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args
 
@@ -153,7 +165,7 @@ def run_job(plan: LaunchPlan, run: RunDir, node_rank: int,
     config.logs_specs = specs
     handlers = log_to(run)
     try:
-        with stop_signals_unblock_store(endpoint_port(config.rdzv_endpoint)):
+        with stop_signals_unblock_store(endpoint_port(config.rdzv_endpoint), interrupted):
             outcome = _run(lambda: elastic_launch(config, entry)(*entry_args))
     finally:
         specs.stop()
@@ -235,13 +247,14 @@ def launch(plan: LaunchPlan, options: LaunchOptions, run: RunDir, node_rank: int
     subreaper = reaper.become_subreaper()
     guard = guardian.start(run.path)  # ends the ranks if this process is killed
     started = time.monotonic()
-    watching = Watching(run, plan, options, node_rank)
+    interrupted = threading.Event()
+    watching = Watching(run, plan, options, node_rank, interrupted)
     handlers = stop_handlers()
     try:
-        outcome = run_job(plan, run, node_rank, echo, options.json)
+        outcome = run_job(plan, run, node_rank, echo, options.json, interrupted=interrupted)
     finally:
-        verdict = watching.stop()
-    outcome = _judged(outcome, verdict)
+        verdict, ongoing = watching.stop()
+    outcome = _judged(outcome, verdict, ongoing)
     for failure in outcome.failures:
         run.event("rank_exited", rank=failure.rank, **failure.event_fields())
     orphans = reaper.sweep(keep=guard.pid)
@@ -260,8 +273,9 @@ def _own_fault(outcome: JobOutcome) -> bool:
     return first is not None and first.signal is None and not is_consequence(first, None)
 
 
-def _judged(outcome: JobOutcome, verdict: Verdict | None) -> JobOutcome:
-    """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124)."""
+def _judged(outcome: JobOutcome, verdict: Verdict | None, ongoing: str = "") -> JobOutcome:
+    """A job distrun stopped because it hung or stalled ends as ``stalled`` (exit 124); one
+    interrupted during a hang says which (``ongoing``: as it was named before the signal)."""
 
     if _own_fault(outcome):  # a rank raised: the hang it left behind is a consequence
         return outcome
@@ -269,4 +283,7 @@ def _judged(outcome: JobOutcome, verdict: Verdict | None) -> JobOutcome:
         return JobOutcome(JobStatus.STALLED, EXIT_STALLED, outcome.failures,
                           verdict.ranks[0] if verdict.ranks else None, verdict.message,
                           outcome.logs_complete)
+    if outcome.status is JobStatus.INTERRUPTED and ongoing:
+        return replace(outcome, message=f"{outcome.message} while a hang was in progress: "
+                                        f"{ongoing}")
     return outcome

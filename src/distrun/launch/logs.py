@@ -4,6 +4,13 @@ torchrun writes each worker's raw stdout/stderr under ``<run>/torchrun``; ``reif
 torchelastic tells us which global rank each local rank got, so that is where the tailers
 that write ``logs/rank-<R>.log`` (and echo chosen ranks to the console) are started.
 
+torchelastic makes its folders and files with the process's umask (0755/0644); under the run
+directory they are private as distrun's own are (0700/0600): ``torchrun/`` is made 0700 first,
+each attempt's folders are made private in ``reify`` and the ranks' raw logs created 0600
+before torchelastic opens them, and ``stop`` makes what the ranks wrote there since
+(``error.json``) private too, never through a link. The umask is left alone: the training
+script's own files keep the user's modes.
+
 Every line reaches the rank log, however fast it was printed: a tailer reads its file in
 large chunks, stamps each complete line with the time it read the chunk, writes the batch and
 flushes it (the raw file under ``torchrun/`` holds the same bytes the moment the rank wrote
@@ -15,15 +22,17 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, LogsDest, Std
 
-from distrun.model.rundir import RunDir, spared, utc_now
+from distrun.model.rundir import DIR_MODE, FILE_MODE, RunDir, make_dir, open_new, spared, utc_now
 from distrun.model.terminal import to_console
 
 POLL_S = 0.05
@@ -112,7 +121,9 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
 
     def __init__(self, run: RunDir, node_rank: int, echo: Callable[[int, int], bool],
                  machine_stdout: bool = False) -> None:
-        super().__init__(log_dir=str(run.path / "torchrun"), redirects=Std.ALL, tee=Std.NONE)
+        self.root = run.path / "torchrun"
+        make_dir(self.root)  # 0700 (torchelastic's makedirs would use the umask)
+        super().__init__(log_dir=str(self.root), redirects=Std.ALL, tee=Std.NONE)
         self.run, self.node_rank, self.echo = run, node_rank, echo
         self.machine_stdout = machine_stdout  # --json: the ranks' stdout is echoed to stderr
         self.host = socket.gethostname()
@@ -123,8 +134,10 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
 
     def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
         dest = super().reify(envs)
-        self.stop()
+        self.stop()  # the last attempt's tailers; this attempt's new folders made private
         self._finished = threading.Event()
+        for path in (*dest.stdouts.values(), *dest.stderrs.values()):
+            _new_private(path)
         ranks = {}
         for local, env in envs.items():
             rank = int(env["RANK"])
@@ -171,3 +184,40 @@ class RunDirLogsSpecs(DefaultLogsSpecs):
                 except OSError as exc:
                     spared(exc, "a rank log")
         self._threads, self._files = [], []
+        private(self.root)
+
+
+def _new_private(path: str) -> None:
+    """A rank's raw log made 0600 before torchelastic opens it (and keeps the mode); if it
+    cannot be, torchelastic makes it and ``stop`` makes it private."""
+    try:
+        os.close(open_new(Path(path)))
+    except OSError:
+        return
+
+
+def private(root: Path) -> None:
+    """Every folder under ``root`` (itself too) 0700 and every file 0600; a link is neither
+    followed nor changed, anything else (a socket, a FIFO) is left alone."""
+    _chmod(str(root))
+    for folder, dirs, files in os.walk(root):  # a link to a folder is listed, not entered
+        for name in (*dirs, *files):
+            _chmod(os.path.join(folder, name))
+
+
+def _chmod(path: str) -> None:
+    try:
+        kind = os.lstat(path).st_mode
+        if not (stat.S_ISDIR(kind) or stat.S_ISREG(kind)):
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return  # gone, a link put in its place since (ELOOP), or unreadable
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind) or stat.S_ISREG(kind):
+            os.fchmod(fd, DIR_MODE if stat.S_ISDIR(kind) else FILE_MODE)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -14,6 +14,10 @@ the store's port. The wait fails at once, the pending handler runs, and the
 launch ends as interrupted, exactly as it would have after the wait. A main thread anywhere else
 (torchelastic stopping the ranks, say) is never touched. Once the launch is over, until the
 job's record is written, further stop signals are let pass (:func:`hold_stop_signals`).
+
+The same thread sets an event the moment a stop signal arrives (with or without a store
+port): from then on the ranks end because of the signal (Ctrl-C, a scheduler's SIGTERM), and
+the hang detector must not read their exits as a rank gone (``distrun.monitor.watcher``).
 """
 
 from __future__ import annotations
@@ -42,30 +46,29 @@ WAITS = ("torch/distributed/elastic/utils/store.py",
 
 
 @contextlib.contextmanager
-def stop_signals_unblock_store(port: int | None) -> Iterator[None]:
-    """Run the block with the watcher thread above (none without a store port), then hold the
-    stop signals (:func:`hold_stop_signals`); off the main thread, neither."""
+def stop_signals_unblock_store(port: int | None,
+                               stopped: threading.Event | None = None) -> Iterator[None]:
+    """Run the block with the watcher thread above (it unblocks a store wait only with a store
+    port; it sets ``stopped`` at the first stop signal), then hold the stop signals
+    (:func:`hold_stop_signals`); off the main thread, none of it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     try:
-        with _unblocking(port):
+        with _unblocking(port, stopped or threading.Event()):
             yield
     finally:
         hold_stop_signals()
 
 
 @contextlib.contextmanager
-def _unblocking(port: int | None) -> Iterator[None]:
-    """The watcher thread, while the block runs (none without a store port)."""
-    if port is None:
-        yield
-        return
+def _unblocking(port: int | None, stopped: threading.Event) -> Iterator[None]:
+    """The watcher thread, while the block runs."""
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     done = threading.Event()
     previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    watcher = threading.Thread(target=_watch, args=(read_end, port, done),
+    watcher = threading.Thread(target=_watch, args=(read_end, port, done, stopped),
                                name="distrun-unblock", daemon=True)
     watcher.start()
     try:
@@ -114,7 +117,8 @@ def endpoint_port(endpoint: str) -> int | None:
     return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
 
 
-def _watch(read_end: int, port: int, done: threading.Event) -> None:
+def _watch(read_end: int, port: int | None, done: threading.Event,
+           stopped: threading.Event) -> None:
     main = threading.main_thread().ident
     while True:
         try:
@@ -124,7 +128,9 @@ def _watch(read_end: int, port: int, done: threading.Event) -> None:
         if not got:
             return
         stops = sorted(STOPS.intersection(got))
-        if not stops or main is None:
+        if stops:
+            stopped.set()
+        if not stops or main is None or port is None:
             continue
         before = _store_wait(main)
         if done.wait(GRACE_S):

@@ -81,11 +81,15 @@ class Verdict:
 @dataclass(frozen=True)
 class Notice:
     """What to tell and keep without judging: lines said, events recorded, JSON files written
-    into the run directory (``(name, data)``), in that order."""
+    into the run directory (``(name, data)``), in that order. ``opens``: a condition now in
+    progress, in one line (a hang named); ``closes``: the one said before is over. The loop
+    keeps the open one: a job the user interrupts ends with it (``Watcher.ongoing``)."""
 
     lines: tuple[str, ...] = ()
     events: tuple[tuple[str, dict[str, Any]], ...] = ()
     files: tuple[tuple[str, Any], ...] = ()
+    opens: str = ""
+    closes: bool = False
 
 
 @dataclass

@@ -29,7 +29,11 @@ from typing import Any
 
 from distrun.model.progress import GroupProgress, P2POp, RankProgress
 
-HANG_AFTER_S = 10.0  # the others have waited this long in collective #N: name the culprit
+# The others have waited this long in collective #N: name the culprit. Not less, even for a
+# shorter --stall-timeout: while a rank progresses, its progress file is rewritten at most
+# every 5 s (distrun.instrument.agent.STEADY_WRITE_S) and read once a second, so a healthy
+# rank's file can look stuck for about 6 s (timeout_note says so at launch).
+HANG_AFTER_S = 10.0
 BUSY_CPU_PERCENT = 10.0  # a sleeping or blocked process shows ~0%; 2 busy ranks on a shared
 # 2-core host showed 26%
 
@@ -133,6 +137,19 @@ class HangVerdict:
                 "message": self.message(),
                 "waiting_graph": [{"waiter": e.waiter, "culprit": e.culprit, "pg": e.pg,
                                    "seq": e.seq, "op": e.op} for e in self.edges]}
+
+
+def timeout_note(stall_timeout_s: float | None) -> str:
+    """The launch's line when ``--stall-timeout`` is shorter than ``HANG_AFTER_S`` ("" else):
+    a hang inside torch.distributed is stopped only after ``HANG_AFTER_S``."""
+    if stall_timeout_s is None or stall_timeout_s >= HANG_AFTER_S:
+        return ""
+    return (f"distrun: note: --stall-timeout {stall_timeout_s:g}: a hang inside "
+            f"torch.distributed (a collective, a send or recv) is named, and the job stopped, "
+            f"after {HANG_AFTER_S:g} s at the earliest (the ranks' progress reaches distrun up "
+            f"to 6 s late: a shorter wait could stop a healthy job); a ctx.step heartbeat stall, "
+            f"or every rank idle outside torch.distributed, stops it after "
+            f"{stall_timeout_s:g} s")
 
 
 def ranks_phrase(ranks: Sequence[int]) -> str:

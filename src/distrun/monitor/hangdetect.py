@@ -257,7 +257,8 @@ class HangDetector:
         where = ({"pg": old.pg, "seq": old.seq} if isinstance(old, HangVerdict)
                  else {"quiet": True})
         return [Notice((f"distrun: hang resolved: {old.resolved()}",),
-                       (("hang_resolved", {"culprits": list(old.culprits), **where}),))]
+                       (("hang_resolved", {"culprits": list(old.culprits), **where}),),
+                       closes=True)]
 
     def _act(self, t: Tick, verdict: HangVerdict | QuietVerdict) -> list[Result]:
         if isinstance(verdict, HangVerdict) and verdict.kind is Kind.GONE and not verdict.op \
@@ -301,7 +302,10 @@ def should_stop(v: HangVerdict | QuietVerdict, config: HangConfig,
     if v.must_stop:
         why = "waiting cannot succeed"
     elif timeout is not None and v.waited_s >= timeout:
-        why = f"no progress for {v.waited_s:.0f} s (--stall-timeout {timeout:g})"
+        floor = (f"; a hang inside torch.distributed is judged after {config.hang_after_s:g} s "
+                 "at the earliest" if isinstance(v, HangVerdict)
+                 and timeout < config.hang_after_s else "")
+        why = f"no progress for {v.waited_s:.0f} s (--stall-timeout {timeout:g}{floor})"
     elif v.timeout_s and v.waited_s >= v.timeout_s - BACKEND_TIMEOUT_MARGIN_S:
         why = f"the backend's own timeout ({v.timeout_s:g} s) is about to fire"
     else:
@@ -316,7 +320,8 @@ def announce(t: Tick, v: HangVerdict | QuietVerdict, config: HangConfig, why: st
     alive = [RankState(rank=r, pid=states[r].pid) for r in v.culprits
              if r in states and states[r].exited_at is None]
     stacks = t.stacks(alive) if alive else {}
-    lines = [f"distrun: HANG (kind {int(v.kind)}, {v.kind.label}): {v.message()}"]
+    named = f"HANG (kind {int(v.kind)}, {v.kind.label}): {v.message()}"
+    lines = [f"distrun: {named}"]
     for rank, stack in sorted(stacks.items()):
         lines.append(f"distrun: stack of rank {rank} ({stack.method}):")
         lines += [f"    {line}" for line in stack.shown().splitlines()[:24]]
@@ -335,7 +340,7 @@ def announce(t: Tick, v: HangVerdict | QuietVerdict, config: HangConfig, why: st
     if said:  # in the record too: diagnose and the report quote the event's message
         record["hints"] = event["hints"] = said
         event["message"] = f"{event['message']}; {'; '.join(said)}"
-    return Notice(tuple(lines), (("hang", event),), (("hang.json", record),))
+    return Notice(tuple(lines), (("hang", event),), (("hang.json", record),), opens=named)
 
 
 def _hints(stacks: Mapping[int, Stack]) -> list[str]:

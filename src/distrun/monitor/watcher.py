@@ -8,7 +8,10 @@ runs every detector of its registry in order (``distrun.monitor.detectors``: joi
 lost node, stall, and any ``extra_detectors`` such as the join proof and hang detector of
 ``distrun.monitor.hangdetect``); the findings, notices and verdicts they return are the only
 things it acts on. When the job ended, ``stop`` gives the detectors that ask for it one last
-``final`` tick (a rank that left early is named then). The detector protocol,
+``final`` tick (a rank that left early is named then). Once a stop signal reached the launcher
+(``interrupted``: Ctrl-C, a scheduler's SIGTERM; not distrun's own stop), the ranks end because
+of it: the loop judges nothing more, not even the final tick, and ``ongoing`` keeps the hang
+that was in progress before it, as it was named. The detector protocol,
 ``Detector = Callable[[Tick], Sequence[Finding | Notice | Verdict]]``, is documented there: a
 new detector is one more entry in the list, not a change to this loop.
 """
@@ -97,7 +100,8 @@ class Watcher(threading.Thread):
                  actions: Actions, *, sampler: Sampler | None = None,
                  detectors: Sequence[Detector] | None = None,
                  extra_detectors: Sequence[Detector] = (),
-                 launcher_pid: int | None = None) -> None:
+                 launcher_pid: int | None = None,
+                 interrupted: threading.Event | None = None) -> None:
         super().__init__(name="distrun-watcher", daemon=True)
         self.run_dir, self.config, self.actions = run, config, actions
         self.state = RunState(run.path, plan)
@@ -109,14 +113,23 @@ class Watcher(threading.Thread):
                           *extra_detectors]
         self.verdict: Verdict | None = None
         self.checks: list[Finding] = []
+        self.ongoing = ""  # the hang named and not resolved (Notice.opens), "" when none
         self._halt = threading.Event()
+        self._signalled = interrupted or threading.Event()
         self._pids_checked = 0.0
         self._recorded = 0.0
         self.nodes = NodeWatch(self.state, config.stall_timeout_s)
         self._samples = run.append(SAMPLES)
 
+    def interrupted(self) -> bool:
+        """A stop signal reached the launcher, and not the one distrun sent to stop the job."""
+        return self._signalled.is_set() and not (self.verdict is not None
+                                                 and self.verdict.stopped)
+
     def run(self) -> None:
         while not self._halt.wait(self.config.interval_s):
+            if self.interrupted():
+                continue  # the ranks die of the signal: nothing to judge in that
             try:
                 self.tick(time.time())
             except Exception as exc:  # the watcher must never take the job down
@@ -130,7 +143,8 @@ class Watcher(threading.Thread):
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=15)
         try:
-            if any(getattr(d, FINAL_ATTR, False) for d in self.detectors):
+            if any(getattr(d, FINAL_ATTR, False) for d in self.detectors) \
+                    and not self.interrupted():
                 self.tick(time.time(), final=True)
         except Exception as exc:  # as in run(): a report, never a traceback
             self.actions.say(f"distrun: monitor: {type(exc).__name__}: {exc}")
@@ -167,6 +181,8 @@ class Watcher(threading.Thread):
         return read_states(self.run_dir.path / PROGRESS_DIR)
 
     def _act(self, result: Finding | Notice | Verdict, tick: Tick) -> None:
+        if self.interrupted():
+            return  # this tick may have seen ranks ending of the signal
         if isinstance(result, Finding):
             self.checks.append(result)
             tag = {"ok": "ok", "info": "note"}.get(result.severity, result.severity.upper())
@@ -174,6 +190,9 @@ class Watcher(threading.Thread):
             self.actions.record("verified", check=result.id, severity=result.severity,
                                 message=result.message)
         elif isinstance(result, Notice):
+            if result.closes:
+                self.ongoing = ""
+            self.ongoing = result.opens or self.ongoing
             self._tell(result.lines, result.events)
             for name, data in result.files:
                 self.actions.write_json(name, data)
