@@ -11,7 +11,9 @@ Any other directory is searched for log files; any other file is a log.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +31,7 @@ from distrun.model.record import (
     parse_event,
     read_plan,
 )
+from distrun.model.rundir import RunDirError, open_read
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
 
@@ -97,7 +100,16 @@ def parse_time(text: str) -> tuple[float | None, str]:
 
 
 def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / "events.jsonl").is_file() or (path / "logs").is_dir())
+    return path.is_dir() and (regular(path / "events.jsonl") or (path / "logs").is_dir())
+
+
+def regular(path: Path) -> bool:
+    """A regular file, not a link to one: a file found inside a folder (a run directory on
+    shared storage) is read only then; a link planted there is never followed."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def rank_from_name(path: Path) -> int | None:
@@ -111,7 +123,7 @@ def log_files(path: Path) -> list[LogFile]:
         return [LogFile(path, rank_from_name(path), path.name.startswith("launcher"))]
     if is_run_dir(path):
         return _run_dir_files(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and _looks_like_log(p))
+    files = sorted(p for p in path.rglob("*") if regular(p) and _looks_like_log(p))
     return [LogFile(p, rank_from_name(p), p.name.startswith("launcher")) for p in files]
 
 
@@ -121,10 +133,10 @@ def _looks_like_log(path: Path) -> bool:
 
 def _run_dir_files(run: Path) -> list[LogFile]:
     files: list[LogFile] = []
-    for log in sorted((run / "logs").glob("*.log")):
+    for log in sorted(p for p in (run / "logs").glob("*.log") if regular(p)):
         launcher = log.name.startswith("launcher")
         files.append(LogFile(log, None if launcher else rank_from_name(log), launcher))
-    files.extend(LogFile(p) for p in sorted(run.glob("torchrun/**/error.json")))
+    files.extend(LogFile(p) for p in sorted(run.glob("torchrun/**/error.json")) if regular(p))
     return files
 
 
@@ -159,13 +171,14 @@ def _read_plan(path: Path, info: RunInfo) -> None:
 
 
 def _read_events(path: Path, info: RunInfo) -> None:
-    if not path.is_file():
+    if not regular(path):
         return
     info.events_path = path
     try:
-        stream = path.open("rb")
-    except OSError as exc:
-        info.problems.append(f"{path}: cannot read ({exc.strerror})")
+        stream = os.fdopen(open_read(path), "rb")
+    except OSError as exc:  # replaced by a link or a FIFO since: a RunDirError says so
+        info.problems.append(str(exc) if isinstance(exc, RunDirError)
+                             else f"{path}: cannot read ({exc.strerror})")
         return
     with stream:
         for number, raw in enumerate(stream, start=1):

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distrun.diagnose.sources import is_run_dir, parse_time
+from distrun.diagnose.sources import is_run_dir, parse_time, regular
+from distrun.model.rundir import open_read
 
 NAMES = ("stall_verdict", "stalled", "hang")
 
@@ -38,7 +40,7 @@ def read_stalls(paths: list[Path]) -> list[StallEvent]:
     found: list[StallEvent] = []
     for path in paths:
         events = path / "events.jsonl"
-        if is_run_dir(path) and events.is_file():
+        if is_run_dir(path) and regular(events):
             found.extend(_read(events))
     return found
 
@@ -46,7 +48,7 @@ def read_stalls(paths: list[Path]) -> list[StallEvent]:
 def _read(path: Path) -> list[StallEvent]:
     found: list[StallEvent] = []
     try:
-        with path.open("rb") as stream:
+        with os.fdopen(open_read(path), "rb") as stream:
             for number, raw in enumerate(stream, start=1):
                 if b"stall" in raw or b'"hang"' in raw:
                     event = _as_dict(raw, path, number)
