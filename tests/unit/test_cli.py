@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_env, run_cli
 
 
 def assert_one_line_usage_error(done, *needles: str) -> None:  # type: ignore[no-untyped-def]
@@ -167,3 +169,36 @@ def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path) -> None:
     assert diag.returncode == 2 and diag.stderr.count("\n") == 1, diag.stderr
     assert diag.stderr.startswith("distrun diagnose: error: cannot use run/logs/rank-1.log: Is a "
                                   "directory;")
+
+
+def closed_stdout(args: list[str], cwd: Path) -> tuple[int, str]:
+    """``distrun ARGS | head -0``: the reader of stdout is gone before the first write."""
+    entry = "import sys; from distrun.cli.main import entry; sys.argv[0] = 'distrun'; entry()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, *args], cwd=cwd, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # a no-op when it ended; never left behind
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("args", [
+    ["doctor"], ["plan", "t.py"], ["launch", "--dry-run", "t.py"], ["export", "slurm", "t.py"],
+    ["export", "shell", "t.py"], ["monitor", "--once", "run"], ["estimate", "--params", "7B"],
+    ["--help"],
+], ids=lambda a: "-".join(a[:2]))
+def test_a_closed_stdout_ends_every_command_quietly_with_141(tmp_path: Path,
+                                                             args: list[str]) -> None:
+    """rich's console, used by doctor/plan/launch/monitor, ended with exit 1 on a closed pipe,
+    and export reported '--output None: Broken pipe'; every command is quiet and 141 now."""
+    (tmp_path / "t.py").write_text("print('hi')\n")
+    (tmp_path / "run" / "logs").mkdir(parents=True)
+    (tmp_path / "run" / "events.jsonl").write_text("")
+    code, err = closed_stdout(args, tmp_path)
+    assert code == 141, err
+    assert "Traceback" not in err and "Broken pipe" not in err and "error" not in err, err
+    assert not (tmp_path / "runs").exists()
+

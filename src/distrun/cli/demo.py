@@ -11,11 +11,10 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from rich.console import Console
-
 from distrun.accelerators.detect import detect
 from distrun.cli import exitcodes
 from distrun.cli import launch as launch_cli
+from distrun.cli.render import Console
 from distrun.errors import UsageError
 from distrun.launch.rundir import default_path
 from distrun.model import rundir

@@ -15,11 +15,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from rich.console import Console
-
 from distrun.checks.preflight import preflight
 from distrun.cli import envflags, exitcodes, render
 from distrun.cli.args import distrun_group, make_parser, parse, to_request
+from distrun.cli.render import Console
 from distrun.cluster.slurm import expand_nodes
 from distrun.errors import DistrunError, UsageError
 from distrun.export import FORMATS, ExportOptions, Rendered, slurm
@@ -93,6 +92,8 @@ def write(rendered: Rendered, output: str | None) -> None:
     """To stdout, or to ``output``; a path that cannot be written is one UsageError."""
     try:
         _write(rendered, output)
+    except BrokenPipeError:
+        raise  # stdout's reader left: a quiet exit 141 (cli.main), not a bad --output
     except OSError as exc:
         raise UsageError(f"cannot write --output {output!r}: {exc.strerror or exc}",
                          "a writable path (shell: a folder for one script per node)",

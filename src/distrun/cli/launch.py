@@ -48,9 +48,8 @@ class Stderr:
 
 def show_findings(items: list[Finding]) -> None:
     if items:
-        from rich.console import Console
-
         from distrun.cli import render
+        from distrun.cli.render import Console
 
         render.findings(Console(stderr=True, soft_wrap=True), items)
 
@@ -155,9 +154,8 @@ def dry_run(plan: LaunchPlan, options: LaunchOptions) -> int:
     if options.json:
         print(plan.model_dump_json(indent=2))
     else:
-        from rich.console import Console
-
         from distrun.cli import render
+        from distrun.cli.render import Console
 
         render.plan(Console(soft_wrap=True), plan)
     return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK

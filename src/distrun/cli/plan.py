@@ -8,11 +8,10 @@ from __future__ import annotations
 import os
 import sys
 
-from rich.console import Console
-
 from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
 from distrun.cli.args import make_parser, parse, to_request
+from distrun.cli.render import Console
 
 
 def main(argv: list[str]) -> int:
