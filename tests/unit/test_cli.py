@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env, run_cli
+from tests.fuzz.harness import call_main
 
 
 def assert_one_line_usage_error(done, *needles: str) -> None:  # type: ignore[no-untyped-def]
@@ -202,3 +203,59 @@ def test_a_closed_stdout_ends_every_command_quietly_with_141(tmp_path: Path,
     assert "Traceback" not in err and "Broken pipe" not in err and "error" not in err, err
     assert not (tmp_path / "runs").exists()
 
+
+def test_a_folder_given_as_the_script_is_called_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    done = call_main(["launch", "--dry-run", "project"], tmp_path).check({2})
+    assert done.err == ("distrun launch: error: training script 'project' is a directory; "
+                        "expected a Python file to run; fix: pass the script in it (e.g. "
+                        "project/train.py), or -m PACKAGE.MODULE for a module\n")
+
+
+@pytest.mark.parametrize(("word", "inventory", "says"), [
+    ("gpu", "1x8xcpu", "--nproc-per-node gpu asks for one process per GPU (or other "
+     "accelerator), but the declared inventory has none (no accelerator found)"),
+    ("xpu", "1x8xcpu", "--nproc-per-node xpu asks for one process per Intel XPU"),
+    ("xpu", "1x4xH100", "the declared inventory has none (it has 4 NVIDIA device(s))"),
+])
+def test_nproc_per_node_naming_a_device_that_is_not_there_is_refused(
+        tmp_path: Path, word: str, inventory: str, says: str) -> None:
+    """torchrun refuses 'gpu' without CUDA ("Cuda is not available."); distrun planned one CPU
+    process without a word, and took 'xpu' (in torchrun's help) for a bad number."""
+    done = call_main(["plan", "--inventory", inventory, "--nproc-per-node", word, "t.py"],
+                     tmp_path).check({2})
+    assert says in done.err and "fix: pass --nproc-per-node N" in done.err
+
+
+@pytest.mark.parametrize(("word", "inventory", "nproc"), [
+    ("xpu", "1x4xpvc", 4), ("gpu", "1x8xH100", 8), ("gpu", "1x2xMI300X", 2)])
+def test_nproc_per_node_gpu_and_xpu_count_the_devices(tmp_path: Path, word: str,
+                                                      inventory: str, nproc: int) -> None:
+    done = call_main(["plan", "--inventory", inventory, "--nproc-per-node", word, "--json",
+                      "t.py"], tmp_path).check({0})
+    assert json.loads(done.out)["nproc_per_node"] == nproc
+
+
+def test_demo_help_is_demos_own(tmp_path: Path) -> None:
+    done = call_main(["demo", "--help"], tmp_path).check({0})
+    assert done.out.startswith("usage: distrun demo [launch flags]\n")
+    assert "A real small training run on whatever is here" in done.out
+    assert "--stall-timeout" in done.out and "training_script" not in done.out
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--bogus"], "distrun demo: error: unrecognized arguments: --bogus; fix: see 'distrun "
+                  "demo --help'"),
+    (["--inventory", "1x2xcpu"], "distrun demo: error: --inventory 1x2xcpu declares other "
+                                 "machines"),  # refused by launch, after demo made its folder
+    (["--master-wait", "-1"], "distrun demo: error: --master-wait -1 is out of range"),
+])
+def test_a_demo_usage_error_leaves_nothing_behind(tmp_path: Path, args: list[str],
+                                                  says: str) -> None:
+    done = call_main(["demo", *args], tmp_path).check({2})
+    assert done.err.startswith(says), done.err
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs").mkdir()  # a runs/ folder of the user's stays
+    call_main(["demo", *args], tmp_path).check({2})
+    assert (tmp_path / "runs").is_dir() and not any((tmp_path / "runs").iterdir())

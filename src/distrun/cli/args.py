@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import weakref
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -41,6 +42,28 @@ _ORIGINAL: weakref.WeakKeyDictionary[argparse.ArgumentParser, dict[str, Any]] = 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, fix=f"see '{self.prog} --help'")
+
+
+_NEGATIVE = re.compile(r"-\.?\d")  # "-7B", "-1e9", "-.5": a (bad) value, not an option
+
+
+def attached(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``--flag -7B`` as ``--flag=-7B``, so the flag's own check names the value: argparse
+    (before Python 3.13) reads a value starting with '-' and a digit as an unknown option
+    and says only that the flag "expected one argument". For parsers without positionals."""
+    one_value = {s for a in parser._actions if a.option_strings and a.nargs is None
+                 for s in a.option_strings}
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            return [*out, token, *tokens]
+        value = next(tokens, None) if token in one_value else None
+        if value is not None and _NEGATIVE.match(value):
+            out.append(f"{token}={value}")
+        else:
+            out.extend([token] if value is None else [token, value])
+    return out
 
 
 def _one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

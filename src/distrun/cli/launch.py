@@ -94,9 +94,14 @@ def options_from(ns: argparse.Namespace) -> LaunchOptions:
 
 
 def check_script(ns: argparse.Namespace) -> None:
-    if ns.module or ns.no_python or ns.run_path or os.path.isfile(ns.training_script):
+    script = ns.training_script
+    if ns.module or ns.no_python or ns.run_path or os.path.isfile(script):
         return
-    raise UsageError(f"training script {ns.training_script!r} does not exist",
+    if os.path.isdir(script):
+        raise UsageError(f"training script {script!r} is a directory", "a Python file to run",
+                         f"pass the script in it (e.g. {os.path.join(script, 'train.py')}), or "
+                         "-m PACKAGE.MODULE for a module")
+    raise UsageError(f"training script {script!r} does not exist",
                      fix="pass the path of your script (or -m for a module)")
 
 
