@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env, run_cli
+from tests.conftest import REPO, cli_env, run_cli
 from tests.fuzz.harness import call_main
 
 
@@ -144,7 +144,9 @@ def test_plan_and_doctor_work_without_torch(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker" / "torch"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('No module named torch (test)')\n")
-    env = {"PYTHONPATH": f"{blocker.parent}:{os.environ.get('PYTHONPATH', '')}"}
+    # this checkout's src, absolute: a relative PYTHONPATH entry misses from tmp_path and the
+    # installed distrun would be the one tested
+    env = {"PYTHONPATH": os.pathsep.join([str(blocker.parent), str(REPO / "src")])}
     done = run_cli(["plan", "--inventory", "2x8xH100", "--nnodes", "2", "--json", "t.py"],
                    tmp_path, env=env)
     assert done.returncode == 0, done.stderr

@@ -43,7 +43,7 @@ def parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     script = str(resources.files("distrun.demo") / "train.py")
     # --help, and usage errors, before anything is made
-    parse(parser(os.environ), [*argv, script])
+    parse(parser(os.environ), [*argv, script], os.environ)
     path = default_path("demo")
     made = [path.parent] if not path.parent.exists() else []
     try:

@@ -17,8 +17,9 @@ from distrun.cli.render import Console
 def main(argv: list[str]) -> int:
     env = os.environ
     parser = make_parser("distrun plan", env, need_torch=False)
-    ns = parse(parser, argv)
-    plan = preflight(to_request(parser, ns), ns.inventory, env)
+    ns, origins = parse(parser, argv, env)
+    with origins.blame():
+        plan = preflight(to_request(parser, ns), ns.inventory, env)
     if ns.json:
         print(plan.model_dump_json(indent=2))
     else:
