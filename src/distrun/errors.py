@@ -30,4 +30,9 @@ class DistrunError(Exception):
 
 
 class UsageError(DistrunError):
-    """Bad input on the command line or in a file the user gave (exit status 2)."""
+    """Bad input on the command line or in a file the user gave (exit status 2).
+
+    ``flag``: the option whose value this is about, where ``seen`` does not start with it (the
+    CLI names the variable or config file the value came from: ``distrun.cli.sources``)."""
+
+    flag: str | None = None

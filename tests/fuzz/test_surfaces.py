@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from distrun.accelerators.inventory import parse_declared
 from distrun.accelerators.vendors import DEVICES_PER_NODE_MAX, NODES_MAX
 from distrun.errors import UsageError
-from tests.fuzz.harness import call_main
+from tests.fuzz.harness import Result, call_main
 
 pytestmark = pytest.mark.timeout(300)
 # No shrinking: a failing example is reported as found (shrinking many distinct failures of
@@ -206,3 +206,66 @@ def test_log_files(lines: list[str], as_json: bool) -> None:
         argv = ["diagnose", "rank.log", *(["--json"] if as_json else [])]
         result = call_main(argv, work, timeout=30).check()
         assert len(result.out) < 200_000
+
+
+def _setting_sources() -> tuple[list[str], list[str]]:
+    """Every config key (the parsers' own long options) and every variable that sets one:
+    DISTRUN_<KEY> for distrun's flags, PET_<KEY> for torchrun's. --output and --submit are
+    left out: a fuzzed value there writes a file or calls sbatch."""
+    from distrun.cli.args import distrun_group, every_setting
+    from distrun.cli.launch import parser
+
+    every = every_setting()
+    assert every is not None  # torch is installed for the tests
+    keys = sorted(every - {"output", "submit"})
+    own = {a.dest for a in distrun_group(parser({}))._group_actions} | {"time", "partition",
+                                                                          "image", "host"}
+    return keys, sorted(f"{'DISTRUN' if k in own else 'PET'}_{k.upper()}" for k in keys)
+
+
+SETTING_KEYS, SETTING_VARS = _setting_sources()
+SOURCE_COMMANDS = (["plan", "t.py"], ["launch", "--dry-run", "t.py"], ["export", "slurm", "t.py"])
+
+
+def error_of(result: Result) -> str | None:
+    """The one error line of a usage error, else None."""
+    result.check()
+    if result.code != 2:
+        return None
+    return next(line for line in result.err.splitlines() if ": error: " in line)
+
+
+@FUZZ
+@given(env=st.dictionaries(st.sampled_from(SETTING_VARS), NASTY, min_size=1, max_size=3))
+@example(env={"PET_STANDALONE": "yes"})
+@example(env={"PET_NNODES": "abc"})
+@example(env={"DISTRUN_GLOBAL_BATCH_SIZE": "0"})
+@example(env={"DISTRUN_HOSTFILE": "/dev/zero"})
+def test_a_bad_variable_names_itself(env: dict[str, str]) -> None:
+    """A usage error caused by a DISTRUN_*/PET_* value names the variable (one line, exit 2),
+    never only the flag it stands for."""
+    with workdir() as work:
+        for argv in SOURCE_COMMANDS:
+            line = error_of(call_main(argv, work, env, timeout=30))
+            assert line is None or any(var in line for var in env), (argv, env, line)
+
+
+@FUZZ
+@given(items=st.dictionaries(st.sampled_from([*SETTING_KEYS, "unknown_key", "train"]),
+                             TOML_VALUE, min_size=1, max_size=3))
+@example(items={"stall_timeout": "-5"})
+@example(items={"nnodes": '"two"'})
+@example(items={"force": '"yes"'})
+@example(items={"hostfile": '"/dev/zero"'})
+def test_a_bad_config_value_names_the_file_and_key(items: dict[str, str]) -> None:
+    """A usage error caused by a config file names the file and the key (one line, exit 2)."""
+    with workdir() as work:
+        (work / "c.toml").write_text("".join(f"{k} = {v}\n" for k, v in items.items()),
+                                     encoding="utf-8", errors="surrogatepass")
+        for argv in SOURCE_COMMANDS:
+            line = error_of(call_main([*argv[:-1], "--config", "c.toml", "t.py"], work,
+                                      timeout=30))
+            if line is None:
+                continue
+            assert "c.toml" in line, (argv, items, line)
+            assert "not valid TOML" in line or any(k in line for k in items), (argv, items, line)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, cli_env, run_cli
+from tests.fuzz.harness import call_main
 
 
 def assert_one_line_usage_error(done, *needles: str) -> None:  # type: ignore[no-untyped-def]
@@ -141,7 +144,9 @@ def test_plan_and_doctor_work_without_torch(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker" / "torch"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('No module named torch (test)')\n")
-    env = {"PYTHONPATH": f"{blocker.parent}:{os.environ.get('PYTHONPATH', '')}"}
+    # this checkout's src, absolute: a relative PYTHONPATH entry misses from tmp_path and the
+    # installed distrun would be the one tested
+    env = {"PYTHONPATH": os.pathsep.join([str(blocker.parent), str(REPO / "src")])}
     done = run_cli(["plan", "--inventory", "2x8xH100", "--nnodes", "2", "--json", "t.py"],
                    tmp_path, env=env)
     assert done.returncode == 0, done.stderr
@@ -167,3 +172,92 @@ def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path) -> None:
     assert diag.returncode == 2 and diag.stderr.count("\n") == 1, diag.stderr
     assert diag.stderr.startswith("distrun diagnose: error: cannot use run/logs/rank-1.log: Is a "
                                   "directory;")
+
+
+def closed_stdout(args: list[str], cwd: Path) -> tuple[int, str]:
+    """``distrun ARGS | head -0``: the reader of stdout is gone before the first write."""
+    entry = "import sys; from distrun.cli.main import entry; sys.argv[0] = 'distrun'; entry()"
+    proc = subprocess.Popen([sys.executable, "-c", entry, *args], cwd=cwd, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # a no-op when it ended; never left behind
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("args", [
+    ["doctor"], ["plan", "t.py"], ["launch", "--dry-run", "t.py"], ["export", "slurm", "t.py"],
+    ["export", "shell", "t.py"], ["monitor", "--once", "run"], ["estimate", "--params", "7B"],
+    ["--help"],
+], ids=lambda a: "-".join(a[:2]))
+def test_a_closed_stdout_ends_every_command_quietly_with_141(tmp_path: Path,
+                                                             args: list[str]) -> None:
+    """rich's console, used by doctor/plan/launch/monitor, ended with exit 1 on a closed pipe,
+    and export reported '--output None: Broken pipe'; every command is quiet and 141 now."""
+    (tmp_path / "t.py").write_text("print('hi')\n")
+    (tmp_path / "run" / "logs").mkdir(parents=True)
+    (tmp_path / "run" / "events.jsonl").write_text("")
+    code, err = closed_stdout(args, tmp_path)
+    assert code == 141, err
+    assert "Traceback" not in err and "Broken pipe" not in err and "error" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_folder_given_as_the_script_is_called_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    done = call_main(["launch", "--dry-run", "project"], tmp_path).check({2})
+    assert done.err == ("distrun launch: error: training script 'project' is a directory; "
+                        "expected a Python file to run; fix: pass the script in it (e.g. "
+                        "project/train.py), or -m PACKAGE.MODULE for a module\n")
+
+
+@pytest.mark.parametrize(("word", "inventory", "says"), [
+    ("gpu", "1x8xcpu", "--nproc-per-node gpu asks for one process per GPU (or other "
+     "accelerator), but the declared inventory has none (no accelerator found)"),
+    ("xpu", "1x8xcpu", "--nproc-per-node xpu asks for one process per Intel XPU"),
+    ("xpu", "1x4xH100", "the declared inventory has none (it has 4 NVIDIA device(s))"),
+])
+def test_nproc_per_node_naming_a_device_that_is_not_there_is_refused(
+        tmp_path: Path, word: str, inventory: str, says: str) -> None:
+    """torchrun refuses 'gpu' without CUDA ("Cuda is not available."); distrun planned one CPU
+    process without a word, and took 'xpu' (in torchrun's help) for a bad number."""
+    done = call_main(["plan", "--inventory", inventory, "--nproc-per-node", word, "t.py"],
+                     tmp_path).check({2})
+    assert says in done.err and "fix: pass --nproc-per-node N" in done.err
+
+
+@pytest.mark.parametrize(("word", "inventory", "nproc"), [
+    ("xpu", "1x4xpvc", 4), ("gpu", "1x8xH100", 8), ("gpu", "1x2xMI300X", 2)])
+def test_nproc_per_node_gpu_and_xpu_count_the_devices(tmp_path: Path, word: str,
+                                                      inventory: str, nproc: int) -> None:
+    done = call_main(["plan", "--inventory", inventory, "--nproc-per-node", word, "--json",
+                      "t.py"], tmp_path).check({0})
+    assert json.loads(done.out)["nproc_per_node"] == nproc
+
+
+def test_demo_help_is_demos_own(tmp_path: Path) -> None:
+    done = call_main(["demo", "--help"], tmp_path).check({0})
+    assert done.out.startswith("usage: distrun demo [launch flags]\n")
+    assert "A real small training run on whatever is here" in done.out
+    assert "--stall-timeout" in done.out and "training_script" not in done.out
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--bogus"], "distrun demo: error: unrecognized arguments: --bogus; fix: see 'distrun "
+                  "demo --help'"),
+    (["--inventory", "1x2xcpu"], "distrun demo: error: --inventory 1x2xcpu declares other "
+                                 "machines"),  # refused by launch, after demo made its folder
+    (["--master-wait", "-1"], "distrun demo: error: --master-wait -1 is out of range"),
+])
+def test_a_demo_usage_error_leaves_nothing_behind(tmp_path: Path, args: list[str],
+                                                  says: str) -> None:
+    done = call_main(["demo", *args], tmp_path).check({2})
+    assert done.err.startswith(says), done.err
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs").mkdir()  # a runs/ folder of the user's stays
+    call_main(["demo", *args], tmp_path).check({2})
+    assert (tmp_path / "runs").is_dir() and not any((tmp_path / "runs").iterdir())

@@ -17,6 +17,7 @@ from distrun.cli.modelcount import measure
 from distrun.errors import UsageError
 from distrun.estimate.states import Setup, model_states, parse_count
 from tests.conftest import REPO, run_cli
+from tests.fuzz.harness import call_main
 
 GIB = 2**30
 pytestmark = pytest.mark.timeout(300)
@@ -232,3 +233,47 @@ def test_cli_model_file_that_fails_on_import_is_one_line(tmp_path: Path, body: s
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1 and "importing it failed: " in res.stderr
     assert "if __name__ == '__main__'" in res.stderr
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["--params", "-7B"], "distrun estimate: error: --params '-7B' is not a parameter count; "
+     "expected a number with an optional K/M/B/T suffix; fix: e.g. --params 7B or 350M\n"),
+    (["--params", "1B", "--batch-size", "4", "--activation-bytes", "-24MiB"],
+     "distrun estimate: error: --activation-bytes '-24MiB' is not a size; expected a number "
+     "with B/KiB/MiB/GiB; fix: e.g. --activation-bytes 24MiB\n"),
+    (["--model", "models"], "distrun estimate: error: --model 'models': models is a directory; "
+     "expected FILE.py[:FACTORY] or MODULE[:FACTORY]; fix: pass the Python file that builds "
+     "the model, e.g. --model models/model.py:make_model\n"),
+    (["--model", "models/"], "distrun estimate: error: --model 'models/': models/ is a "
+     "directory; expected FILE.py[:FACTORY] or MODULE[:FACTORY]; fix: pass the Python file "
+     "that builds the model, e.g. --model models/model.py:make_model\n"),
+])
+def test_cli_negative_value_and_folder_are_named(tmp_path: Path, argv: list[str],
+                                                 line: str) -> None:
+    """'--params -7B' was argparse's 'expected one argument'; a folder for --model was 'has no
+    make_model'."""
+    (tmp_path / "models").mkdir()
+    assert call_main(["estimate", *argv], tmp_path).check({2}).err == line
+
+
+def test_cli_here_without_an_accelerator_says_so(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """--here on a CPU-only host printed nothing about devices."""
+    from distrun.accelerators import detect
+
+    probe_all = detect.detect
+    monkeypatch.setattr(detect, "detect", lambda env=None: probe_all(env, probes={}))  # CPU
+    done = call_main(["estimate", "--params", "1B", "--nproc-per-node", "2", "--here"],
+                     tmp_path).check({0})
+    note = done.out.splitlines()[-1]
+    assert note.startswith("  info: no accelerator on this host: the per-device memory check "
+                           "of --here is skipped; on CPU the 2 process(es) per node share this "
+                           "host's "), note
+    assert re.search(r"GiB of free memory, and need 33\.5 GiB \(fix: run 'distrun estimate "
+                     r"--here' on a node with the job's devices\)$", note), note
+    declared = call_main(["estimate", "--params", "1B", "--inventory", "1x8xH100-80GB",
+                          "--here", "--json"], tmp_path).check({0})
+    found = json.loads(declared.out)["findings"]
+    assert [f["id"] for f in found] == ["no-accelerator"]
+    assert found[0]["message"] == ("no accelerator on this host: the per-device memory check "
+                                   "of --here is skipped")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import weakref
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
-from distrun.cli import envflags
+from distrun.cli import envflags, sources
 from distrun.errors import UsageError
 from distrun.model.invocation import Flag, Nnodes
 from distrun.model.limits import NODES_MAX, PORT_MAX, PORT_MIN
@@ -43,6 +44,28 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message, fix=f"see '{self.prog} --help'")
 
 
+_NEGATIVE = re.compile(r"-\.?\d")  # "-7B", "-1e9", "-.5": a (bad) value, not an option
+
+
+def attached(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``--flag -7B`` as ``--flag=-7B``, so the flag's own check names the value: argparse
+    (before Python 3.13) reads a value starting with '-' and a digit as an unknown option
+    and says only that the flag "expected one argument". For parsers without positionals."""
+    one_value = {s for a in parser._actions if a.option_strings and a.nargs is None
+                 for s in a.option_strings}
+    out: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            return [*out, token, *tokens]
+        value = next(tokens, None) if token in one_value else None
+        if value is not None and _NEGATIVE.match(value):
+            out.append(f"{token}={value}")
+        else:
+            out.extend([token] if value is None else [token, value])
+    return out
+
+
 def _one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     def error(message: str) -> NoReturn:
         raise UsageError(message, fix=f"see '{parser.prog} --help'")
@@ -52,14 +75,36 @@ def _one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def torchrun_parser(prog: str, env: Mapping[str, str]) -> argparse.ArgumentParser:
-    """torchrun's parser, with the defaults distrun fills in cleared (unless PET_* set them)."""
+    """torchrun's parser, with the defaults distrun fills in cleared (unless PET_* set them),
+    and each PET_<FLAG> value checked as the flag's own value would be (envflags' rule)."""
     from torch.distributed.run import get_args_parser
 
-    parser = _one_line(get_args_parser())
+    try:
+        parser = _one_line(get_args_parser())
+    except ValueError:  # torch reads the PET_<FLAG> of an on/off flag with int(): 'yes' fails
+        raise bad_pet_switch(env) from None
     parser.prog = prog
     parser.description = f"{prog}: torchrun's flags (same meaning) plus distrun's own."
     parser.set_defaults(**{d: None for d in _FILLED if f"PET_{d.upper()}" not in env})
+    for action in parser._actions:
+        var = f"PET_{action.dest.upper()}"
+        if var in env and action.nargs != 0 and isinstance(action.default, str):
+            action.default = envflags.env_value(action, var, action.default)
     return parser
+
+
+def bad_pet_switch(env: Mapping[str, str]) -> UsageError:
+    """The PET_<FLAG> of an on/off torchrun flag that torch could not read as a number."""
+    from distrun.launch.torchrun import parser as clean_parser
+
+    for action in clean_parser()._actions:
+        var = f"PET_{action.dest.upper()}"
+        if action.nargs == 0 and var in env and not env[var].strip().lstrip("+-").isdigit():
+            return UsageError(f"{var}={env[var]!r} is not a number",
+                              "0 or 1 (torchrun reads it with int())",
+                              f"set {var}=1 (on) or {var}=0 (off), or unset it")
+    return UsageError("torchrun could not read a PET_<FLAG> variable", "0 or 1 for on/off flags",
+                      "check them with: env | grep ^PET_")
 
 
 def fallback_parser(prog: str) -> argparse.ArgumentParser:
@@ -86,7 +131,10 @@ def add_distrun_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -
     g.add_argument("--preset", choices=("conservative", "balanced", "aggressive"),
                    help="memory target for ctx.plan_batch: 50/70/90%% of free device memory")
     g.add_argument("--json", action="store_true", help="machine output on stdout")
-    g.add_argument("--config", help="TOML file of settings (flag names with _); flags win")
+    g.add_argument("--config", help="TOML file of settings: any long option of distrun launch "
+                   "or export, with _ for - (nproc_per_node = 8, stall_timeout = 600, force = "
+                   "true), and a [train] table for the script; flags win over it, it over "
+                   "DISTRUN_*/PET_* variables")
     envflags.apply(g._group_actions, env)
 
 
@@ -107,17 +155,46 @@ def make_parser(prog: str, env: Mapping[str, str], need_torch: bool) -> argparse
     return parser
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+class Parsed(NamedTuple):
+    """The settings, and where those the command line did not give came from: run what may
+    raise a UsageError about them under ``origins.blame()`` so the error names its source."""
+
+    ns: argparse.Namespace
+    origins: sources.Origins
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str], env: Mapping[str, str]) -> Parsed:
     """Parse twice when a config file is named: its settings become defaults, flags win.
     Values torch's parser takes without checking are checked here (``check_ranges``)."""
     ns = parser.parse_args(argv)
+    from_cli = sources.given(parser, argv)
+    config = None
     if ns.config:
-        from distrun.config import load
-
-        parser.set_defaults(**load(ns.config))
+        via = None if "config" in from_cli else "DISTRUN_CONFIG"
+        config, defaults = sources.load(parser, ns.config, via, every_setting)
+        parser.set_defaults(**defaults)
         ns = parser.parse_args(argv)
-    check_ranges(ns)
-    return ns
+    own = {a.dest for a in distrun_group(parser)._group_actions}
+    origins = sources.origins(parser, from_cli, env, config, own)
+    with origins.blame():
+        check_ranges(ns)
+    return Parsed(ns, origins)
+
+
+def every_setting() -> set[str] | None:
+    """What any command's config file may hold: the settings of launch's and export's parsers
+    (plan's are launch's), built without the environment; None without torch, whose parser
+    names torchrun's flags (plan's fallback parser knows only the topology flags)."""
+    from distrun.cli.export import add_export_flags
+    from distrun.cli.launch import parser as launch_parser
+
+    try:
+        launch = launch_parser({})
+    except UsageError:  # torch is not installed: launch has no parser without it
+        return None
+    export = make_parser("distrun export", {}, need_torch=False)
+    add_export_flags(export, {})
+    return set(sources.settings(launch)) | set(sources.settings(export))
 
 
 # flag -> (lowest, highest) allowed; None: no bound on that side

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import psutil
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -28,6 +27,7 @@ from distrun.checks.host import HostContext, host_findings, shm_bytes
 from distrun.checks.preflight import checked_plan
 from distrun.cli import exitcodes, render
 from distrun.cli.args import OneLineParser
+from distrun.cli.render import Console
 from distrun.model.plan import Finding, Request
 
 

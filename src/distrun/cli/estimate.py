@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 
 from distrun.accelerators.inventory import NodeInventory, parse_declared
 from distrun.cli import exitcodes
-from distrun.cli.args import OneLineParser
+from distrun.cli.args import OneLineParser, attached
 from distrun.errors import UsageError
 from distrun.estimate.fit import DeviceFit, fits
 from distrun.estimate.preflight import memory_findings
@@ -70,7 +70,8 @@ def setup_from(ns: argparse.Namespace, nodes: tuple[NodeInventory, ...]) -> Setu
 
 
 def main(argv: list[str]) -> int:
-    ns = make_parser().parse_args(argv)
+    parser = make_parser()
+    ns = parser.parse_args(attached(parser, argv))
     nodes = parse_declared(ns.inventory) if ns.inventory else ()
     if not nodes and (ns.nnodes < 1 or ns.nproc_per_node < 1):
         raise UsageError(f"--nnodes {ns.nnodes} --nproc-per-node {ns.nproc_per_node}",
@@ -78,7 +79,7 @@ def main(argv: list[str]) -> int:
     setup = setup_from(ns, nodes)
     states = with_activations(model_states(setup), ns.batch_size, ns.activation_bytes)
     rows = fits(states, nodes)
-    found = here_findings(states.total, setup) if ns.here else []
+    found = here_findings(states.total, setup, nodes) if ns.here else []
     if ns.json:
         out = as_json(setup, states, rows)
         out["findings"] = [f.model_dump() for f in found]
@@ -91,14 +92,33 @@ def main(argv: list[str]) -> int:
     return exitcodes.PREFLIGHT if failed else exitcodes.OK
 
 
-def here_findings(need: int, setup: Setup) -> list[Finding]:
+def here_findings(need: int, setup: Setup, declared: tuple[NodeInventory, ...]
+                  ) -> list[Finding]:
     """This node's devices through the monitor's samplers (NVML or the vendor's tool)."""
     from distrun.accelerators.detect import detect
     from distrun.cli.memcheck import device_memory
 
     node = detect().node
+    if not node.is_accelerated:
+        on_cpu = not declared or not declared[0].is_accelerated
+        return [no_accelerator(need, setup.per_node if on_cpu else None)]
     what = f"{setup.params / 1e9:.2f}B parameters ({setup.optimizer}, {setup.sharding})"
     return memory_findings(device_memory(node.vendor.value), need, what)
+
+
+def no_accelerator(need: int, per_node: int | None) -> Finding:
+    """--here on a CPU-only host: no device to compare with, said plainly; for a CPU job
+    (``per_node`` processes), what this host's memory holds."""
+    from distrun.cli.memcheck import host_memory
+
+    free = None if per_node is None else host_memory()[0].free_bytes
+    host = "" if free is None or per_node is None else (
+        f"; on CPU the {per_node} process(es) per node share this host's "
+        f"{free / GIB:.1f} GiB of free memory, and need {need * per_node / GIB:.1f} GiB")
+    return Finding(id="no-accelerator", severity="info", status="unknown",
+                   message="no accelerator on this host: the per-device memory check of --here "
+                           f"is skipped{host}",
+                   fix="run 'distrun estimate --here' on a node with the job's devices")
 
 
 def with_activations(states: ModelStates, batch: int | None, per_sample: str | None

@@ -15,11 +15,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from rich.console import Console
-
 from distrun.checks.preflight import preflight
 from distrun.cli import envflags, exitcodes, render
 from distrun.cli.args import distrun_group, make_parser, parse, to_request
+from distrun.cli.render import Console
+from distrun.cli.sources import about
 from distrun.cluster.slurm import expand_nodes
 from distrun.errors import DistrunError, UsageError
 from distrun.export import FORMATS, ExportOptions, Rendered, slurm
@@ -74,7 +74,8 @@ def hosts_from(ns: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, ...
         names = [h.strip() for h in ns.host.split(",")]
         return tuple(check_host(h, f"--host {ns.host!r}") for h in names)
     if ns.hostfile:
-        return tuple(h.name for h in read_hostfile(ns.hostfile))
+        with about("--hostfile"):
+            return tuple(h.name for h in read_hostfile(ns.hostfile))
     return expand_nodes(env) if env.get("SLURM_JOB_NODELIST") else ()
 
 
@@ -93,8 +94,10 @@ def write(rendered: Rendered, output: str | None) -> None:
     """To stdout, or to ``output``; a path that cannot be written is one UsageError."""
     try:
         _write(rendered, output)
+    except BrokenPipeError:
+        raise  # stdout's reader left: a quiet exit 141 (cli.main), not a bad --output
     except OSError as exc:
-        raise UsageError(f"cannot write --output {output!r}: {exc.strerror or exc}",
+        raise UsageError(f"--output {output!r} cannot be written: {exc.strerror or exc}",
                          "a writable path (shell: a folder for one script per node)",
                          "pass --output a new file in a writable folder, or leave it out for "
                          "stdout") from None
@@ -149,7 +152,13 @@ def main(argv: list[str]) -> int:
     fmt = check_format(argv[0])
     parser = make_parser(f"distrun export {fmt}", env, need_torch=False)
     add_export_flags(parser, env)
-    ns = parse(parser, argv[1:])  # the same settings as 'plan', --config included
+    ns, origins = parse(parser, argv[1:], env)  # the same settings as 'plan', --config included
+    with origins.blame():
+        return export(fmt, parser, ns, env)
+
+
+def export(fmt: str, parser: argparse.ArgumentParser, ns: argparse.Namespace,
+           env: Mapping[str, str]) -> int:
     if ns.submit and fmt != "slurm":
         raise UsageError(f"--submit with format {fmt!r}", "--submit only with 'slurm'",
                          "drop --submit")

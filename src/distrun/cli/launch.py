@@ -20,6 +20,7 @@ from distrun.checks.network import NetworkSetup
 from distrun.checks.preflight import preflight
 from distrun.cli import envflags, exitcodes
 from distrun.cli.args import distrun_group, make_parser, parse, to_request
+from distrun.cli.sources import about
 from distrun.cli.watchflags import add_watch_flags
 from distrun.errors import UsageError
 from distrun.launch import multinode
@@ -48,9 +49,8 @@ class Stderr:
 
 def show_findings(items: list[Finding]) -> None:
     if items:
-        from rich.console import Console
-
         from distrun.cli import render
+        from distrun.cli.render import Console
 
         render.findings(Console(stderr=True, soft_wrap=True), items)
 
@@ -95,16 +95,27 @@ def options_from(ns: argparse.Namespace) -> LaunchOptions:
 
 
 def check_script(ns: argparse.Namespace) -> None:
-    if ns.module or ns.no_python or ns.run_path or os.path.isfile(ns.training_script):
+    script = ns.training_script
+    if ns.module or ns.no_python or ns.run_path or os.path.isfile(script):
         return
-    raise UsageError(f"training script {ns.training_script!r} does not exist",
+    if os.path.isdir(script):
+        raise UsageError(f"training script {script!r} is a directory", "a Python file to run",
+                         f"pass the script in it (e.g. {os.path.join(script, 'train.py')}), or "
+                         "-m PACKAGE.MODULE for a module")
+    raise UsageError(f"training script {script!r} does not exist",
                      fix="pass the path of your script (or -m for a module)")
 
 
 def main(argv: list[str]) -> int:
     env = os.environ
     p = parser(env)
-    ns = parse(p, argv)
+    ns, origins = parse(p, argv, env)
+    with origins.blame():
+        return launch_parsed(p, ns, argv, env)
+
+
+def launch_parsed(p: argparse.ArgumentParser, ns: argparse.Namespace, argv: list[str],
+                  env: Mapping[str, str]) -> int:
     if ns.inventory:
         raise UsageError(f"--inventory {ns.inventory} declares other machines; launch runs here",
                          fix="use 'distrun plan --inventory ...' to plan for other machines")
@@ -155,9 +166,8 @@ def dry_run(plan: LaunchPlan, options: LaunchOptions) -> int:
     if options.json:
         print(plan.model_dump_json(indent=2))
     else:
-        from rich.console import Console
-
         from distrun.cli import render
+        from distrun.cli.render import Console
 
         render.plan(Console(soft_wrap=True), plan)
     return exitcodes.PREFLIGHT if plan.errors else exitcodes.OK
@@ -189,7 +199,8 @@ def fan_out(options: LaunchOptions, argv: list[str], script_at: int, req: Reques
     """--hostfile: one distrun launch per host over ssh (--dry-run: print the commands)."""
     from distrun.launch import fanout
 
-    hosts = fanout.read_hostfile(str(options.hostfile))
+    with about("--hostfile"):
+        hosts = fanout.read_hostfile(str(options.hostfile))
     token = fanout.job_token(os.environ)  # sent on each ssh's stdin, never on a command line
     commands = fanout.node_commands(argv, script_at, req, hosts, os.getcwd(),
                                     token=token is not None)
@@ -212,7 +223,9 @@ def start(plan: LaunchPlan, options: LaunchOptions, node_rank: int, err: Stderr)
         run = RunDir.create(Path(options.run_dir) if options.run_dir else default_path(name),
                             chosen=bool(options.run_dir))
     except RunDirError as exc:
-        raise UsageError(str(exc), fix="pass --run-dir with a new folder") from None
+        refused = UsageError(str(exc), fix="pass --run-dir with a new folder")
+        refused.flag = "--run-dir" if options.run_dir else None
+        raise refused from None
     run.write_json("plan.json", stored_plan(plan))
     run.write_json("env.json", redact(os.environ))
     os.environ["DISTRUN_RUN_DIR"] = str(run.path.resolve())

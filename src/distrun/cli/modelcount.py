@@ -74,6 +74,11 @@ def _factory(spec: str) -> Any:
 
 
 def _load(spec: str, target: str) -> Any:
+    if os.path.isdir(target) and not os.path.isfile(os.path.join(target, "__init__.py")):
+        raise UsageError(f"--model {spec!r}: {target} is a directory",
+                         "FILE.py[:FACTORY] or MODULE[:FACTORY]",
+                         f"pass the Python file that builds the model, e.g. --model "
+                         f"{os.path.join(target, 'model.py')}:make_model")
     try:
         if target.endswith(".py") or os.sep in target:
             if not os.path.isfile(target):

@@ -17,12 +17,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from distrun.cli import exitcodes
 from distrun.cli.args import OneLineParser, check_ranges
+from distrun.cli.render import Console
 from distrun.cli.watchflags import seconds
 from distrun.errors import UsageError
 from distrun.model.record import printable

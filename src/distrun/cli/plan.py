@@ -8,18 +8,18 @@ from __future__ import annotations
 import os
 import sys
 
-from rich.console import Console
-
 from distrun.checks.preflight import preflight
 from distrun.cli import exitcodes, render
 from distrun.cli.args import make_parser, parse, to_request
+from distrun.cli.render import Console
 
 
 def main(argv: list[str]) -> int:
     env = os.environ
     parser = make_parser("distrun plan", env, need_torch=False)
-    ns = parse(parser, argv)
-    plan = preflight(to_request(parser, ns), ns.inventory, env)
+    ns, origins = parse(parser, argv, env)
+    with origins.blame():
+        plan = preflight(to_request(parser, ns), ns.inventory, env)
     if ns.json:
         print(plan.model_dump_json(indent=2))
     else:

@@ -1,13 +1,27 @@
-"""Human rendering shared by the subcommands (rich, to the console given)."""
+"""Human rendering shared by the subcommands (rich, to the console given).
+
+Every command's console is :class:`Console` from here, never rich's own: on a closed stdout
+(``distrun doctor | head -0``) rich ends the program with status 1; this one raises
+BrokenPipeError, which ``distrun.cli.main`` turns into a quiet exit 141 like every other write.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich import console as rich_console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from distrun.model.plan import Finding, LaunchPlan
+
+
+class Console(rich_console.Console):
+    """rich's console, but a reader that left is a BrokenPipeError (exit 141), not exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write: what is still buffered is dropped
+        raise BrokenPipeError("the reader of the output left")
+
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
 

@@ -44,24 +44,47 @@ def cpu_default_nproc(cpus: int | None) -> int:
     return max(1, min(4, (cpus or 2) // 2))
 
 
+# ``--nproc-per-node`` words naming a kind of device (torchrun's): one process per such device
+# of the node. torchrun refuses them where there is none ("Cuda is not available."), and so
+# does distrun, rather than quietly planning CPU processes. "gpu": any accelerator.
+DEVICE_WORDS = {"gpu": "GPU (or other accelerator)", "xpu": "Intel XPU"}
+
+
 def parse_nproc(text: str | None, node: NodeInventory) -> int:
     """``--nproc-per-node`` as torchrun reads it; unset means one per device (CPU: a default;
     a declared CPU inventory such as ``1x8xcpu`` names its slots: one process each)."""
-    if text in (None, "auto", "gpu"):
+    if text in (None, "auto"):
         if node.is_accelerated or (node.declared and node.count):
             return node.count
         return cpu_default_nproc(node.cpus)
+    if text in DEVICE_WORDS:
+        return device_nproc(text, node)
     if text == "cpu":
         return node.cpus or 1
     try:
         value = int(text)
     except ValueError:
         raise UsageError(f"--nproc-per-node {text!r} is not a number",
-                         "an integer, or auto / gpu / cpu", "pass e.g. --nproc-per-node 8") from None
+                         f"an integer, or auto / {' / '.join(DEVICE_WORDS)} / cpu",
+                         "pass e.g. --nproc-per-node 8") from None
     if not 1 <= value <= NPROC_MAX:
         raise UsageError(f"--nproc-per-node {value} is out of range", f"1 to {NPROC_MAX}",
                          "pass e.g. --nproc-per-node 8 (one process per device)")
     return value
+
+
+def device_nproc(word: str, node: NodeInventory) -> int:
+    """``gpu`` / ``xpu``: the node's devices of that kind; a UsageError where it has none."""
+    kind = node.is_accelerated if word == "gpu" else node.info.torch_device == word
+    if kind and node.count:
+        return node.count
+    where = "the declared inventory" if node.declared else "this host"
+    found = "no accelerator found" if not node.is_accelerated else \
+        f"it has {node.count} {node.info.label} device(s)"
+    raise UsageError(f"--nproc-per-node {word} asks for one process per {DEVICE_WORDS[word]}, "
+                     f"but {where} has none ({found})", "a node with such devices",
+                     "pass --nproc-per-node N (or auto: one per device, CPU processes where there "
+                     "is none), or --inventory NxDxMODEL to plan for machines that have them")
 
 
 def resolve_topology(req: Request, nodes: Sequence[NodeInventory]) -> Topology:
