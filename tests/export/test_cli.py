@@ -133,3 +133,32 @@ def test_bad_distrun_variable_in_export_names_it(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DISTRUN_SUBMIT", "perhaps")
     assert main(["export", "slurm", *H100, "train.py"]) == 2
     assert "DISTRUN_SUBMIT='perhaps'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_output_never_writes_over_a_file_it_did_not_make(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--output naming the user's own file, a link or a device: refused in one line, the file
+    kept as it was; a file an earlier export wrote is replaced (re-exporting after a change)."""
+    mine = tmp_path / "train.sh"
+    mine.write_text("#!/bin/bash\n# my own launcher, hours of work\n")
+    target = tmp_path / "target.txt"
+    target.write_text("someone else's\n")
+    link = tmp_path / "job.sbatch"
+    link.symlink_to(target)
+    for path, what in ((mine, "a file distrun export did not write"), (link, "a symbolic link"),
+                       (Path("/dev/null"), "a character device")):
+        code = main(["export", "slurm", *H100, "--output", str(path), "train.py"])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert f"--output '{path}' exists and is {what}: nothing was written over it" in err
+        assert "fix: pass --output a new file name, or move that file away first" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert mine.read_text() == "#!/bin/bash\n# my own launcher, hours of work\n"
+    assert target.read_text() == "someone else's\n" and link.is_symlink()
+    made = tmp_path / "made.sbatch"
+    for nodes in ("2x8xH100-80GB", "1x8xH100-80GB"):
+        assert main(["export", "slurm", "--inventory", nodes, "--output", str(made), "train.py"]) == 0
+    assert "#SBATCH --nodes=1" in made.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.sbatch", "made.sbatch", "target.txt",
+                                                          "train.sh"]

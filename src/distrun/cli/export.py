@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from distrun.export import FORMATS, ExportOptions, Rendered, slurm
 from distrun.export import render as render_export
 from distrun.export.options import default_job_name
 from distrun.launch.fanout import check_host, read_hostfile
+from distrun.model.rundir import kind
 
 SUBMIT_TIMEOUT_S = 60
 _FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -108,7 +110,7 @@ def _write(rendered: Rendered, output: str | None) -> None:
         if output is None:
             sys.stdout.write(rendered)
         else:
-            Path(output).write_text(rendered)
+            _replace(Path(output), rendered, 0o644)
         return
     if output is None:
         for name, text in rendered.items():
@@ -117,9 +119,45 @@ def _write(rendered: Rendered, output: str | None) -> None:
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in rendered.items():
-        path = folder / name
-        path.write_text(text)
-        path.chmod(0o755)
+        _replace(folder / name, text, 0o755)
+
+
+MARK = b"# Made by 'distrun export "  # the first lines of every file export writes
+MARK_WITHIN = 512
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    """``text`` as ``path``: a new file, or one an earlier export wrote (its mark in the first
+    lines); anything else there (a user's file, a link, a device) is refused, never written
+    through. Written to a new file beside it, then renamed over it."""
+    _overwritable(path)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temp, mode)  # the umask may have taken bits of the mode
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _overwritable(path: Path) -> None:
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode):
+        with path.open("rb") as old:
+            if MARK in old.read(MARK_WITHIN):
+                return
+        what = "a file distrun export did not write"
+    else:
+        what = kind(mode)
+    raise UsageError(f"--output {str(path)!r} exists and is {what}: nothing was written over it",
+                     "a new file, or one an earlier distrun export wrote",
+                     "pass --output a new file name, or move that file away first")
 
 
 def submit(script: str, env: Mapping[str, str]) -> str:
