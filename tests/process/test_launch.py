@@ -179,3 +179,19 @@ def test_torchruns_folders_and_files_are_private_and_the_users_are_not_touched(
     for rank in (0, 1):
         assert stat.S_IMODE((tmp_path / f"user-file-{rank}.txt").stat().st_mode) == 0o666 & ~umask
         assert stat.S_IMODE((tmp_path / f"user-folder-{rank}").stat().st_mode) == 0o777 & ~umask
+
+
+def test_a_link_a_rank_plants_in_the_logs_keeps_the_jobs_exit_status(tmp_path: Path,
+                                                                     marker: str) -> None:
+    script = tmp_path / "plant.py"
+    script.write_text("import os, sys\n"
+                      "run = os.environ['DISTRUN_RUN_DIR']\n"
+                      "os.symlink('/etc/hostname', os.path.join(run, 'logs', 'planted.log'))\n"
+                      "sys.exit(3)\n")
+    done = run_cli(["launch", "--nproc-per-node", "1", "--run-dir", str(tmp_path / "run"),
+                    str(script), marker], tmp_path, env={"DISTRUN_TEST_MARK": marker})
+    assert done.returncode == 3, done.stderr  # the job's own status, not distrun's
+    assert "Traceback" not in done.stderr
+    assert "distrun diagnose: not done: " in done.stderr
+    assert "planted.log is a symbolic link, not a regular file" in done.stderr
+    assert processes_with(marker) == []

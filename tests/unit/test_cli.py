@@ -170,8 +170,20 @@ def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "run" / "events.jsonl").write_text("")
     diag = run_cli(["diagnose", "run"], tmp_path)
     assert diag.returncode == 2 and diag.stderr.count("\n") == 1, diag.stderr
-    assert diag.stderr.startswith("distrun diagnose: error: cannot use run/logs/rank-1.log: Is a "
-                                  "directory;")
+    assert diag.stderr.startswith("distrun diagnose: error: run/logs/rank-1.log is a directory, "
+                                  "not a regular file")
+    # a link planted as a rank log is named, not followed (a FIFO would have blocked)
+    (tmp_path / "run" / "logs" / "rank-1.log").rmdir()
+    (tmp_path / "run" / "logs" / "rank-1.log").symlink_to("/etc/hostname")
+    diag = run_cli(["diagnose", "run"], tmp_path)
+    assert diag.returncode == 2 and diag.stderr.count("\n") == 1, diag.stderr
+    assert diag.stderr.startswith("distrun diagnose: error: run/logs/rank-1.log is a symbolic "
+                                  "link, not a regular file")
+    (tmp_path / "run" / "logs" / "rank-1.log").unlink()
+    os.mkfifo(tmp_path / "run" / "logs" / "rank-2.log")
+    diag = run_cli(["diagnose", "run"], tmp_path)
+    assert diag.returncode == 2 and diag.stderr.startswith(
+        "distrun diagnose: error: run/logs/rank-2.log is a FIFO (named pipe), not a regular file")
 
 
 def closed_stdout(args: list[str], cwd: Path) -> tuple[int, str]:

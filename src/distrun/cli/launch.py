@@ -281,7 +281,11 @@ def explain(path: Path) -> None:
     from distrun.diagnose import diagnose, write_text
 
     print("\ndistrun diagnose:", file=sys.stderr)
-    write_text(diagnose([path]), sys.stderr)
+    try:
+        write_text(diagnose([path]), sys.stderr)
+    except OSError as exc:  # the job's own exit status stands, whatever the run folder holds
+        print(f"distrun diagnose: not done: {exc}; run 'distrun diagnose {path}' once it is "
+              "fixed", file=sys.stderr)
 
 
 def echo_filter(options: LaunchOptions) -> Callable[[int, int], bool]:

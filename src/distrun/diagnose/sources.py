@@ -31,7 +31,7 @@ from distrun.model.record import (
     parse_event,
     read_plan,
 )
-from distrun.model.rundir import RunDirError, open_read
+from distrun.model.rundir import RunDirError, not_regular, open_read
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".stderr", ".stdout")
 
@@ -133,11 +133,20 @@ def _looks_like_log(path: Path) -> bool:
 
 def _run_dir_files(run: Path) -> list[LogFile]:
     files: list[LogFile] = []
-    for log in sorted(p for p in (run / "logs").glob("*.log") if regular(p)):
+    for log in sorted(_checked(p) for p in (run / "logs").glob("*.log")):
         launcher = log.name.startswith("launcher")
         files.append(LogFile(log, None if launcher else rank_from_name(log), launcher))
-    files.extend(LogFile(p) for p in sorted(run.glob("torchrun/**/error.json")) if regular(p))
+    files.extend(LogFile(_checked(p)) for p in sorted(run.glob("torchrun/**/error.json")))
     return files
+
+
+def _checked(path: Path) -> Path:
+    """A log of a run directory, which must be a regular file: a link, a FIFO or a folder in
+    its place is a ``RunDirError`` naming it (never followed, never blocking)."""
+    mode = path.lstat().st_mode
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, mode)
+    return path
 
 
 def read_run_info(paths: list[Path]) -> RunInfo:

@@ -81,7 +81,7 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _not_regular(path: Path, mode: int) -> RunDirError:
+def not_regular(path: Path, mode: int) -> RunDirError:
     return RunDirError(0, f"{path} is {kind(mode)}, not a regular file: distrun reads only "
                        "regular files of a run directory (remove it, or pass another run)")
 
@@ -101,11 +101,11 @@ def open_read(path: Path) -> int:
             raise exc from None
         if stat.S_ISREG(mode):
             raise
-        raise _not_regular(path, mode) from None
+        raise not_regular(path, mode) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise _not_regular(path, mode)
+        raise not_regular(path, mode)
     return fd
 
 
