@@ -180,8 +180,9 @@ def _read_plan(path: Path, info: RunInfo) -> None:
 
 
 def _read_events(path: Path, info: RunInfo) -> None:
-    if not regular(path):
+    if not os.path.lexists(path):
         return
+    _checked(path)
     info.events_path = path
     try:
         stream = os.fdopen(open_read(path), "rb")
