@@ -97,6 +97,24 @@ def test_steps_per_second_from_one_read_equals_the_metrics(tmp_path: Path) -> No
     assert gauge == {"0": pytest.approx(rates[0]), "1": pytest.approx(rates[1])}
 
 
+def test_steps_per_second_is_not_made_of_timestamp_rounding() -> None:
+    """A job of microsecond steps: its heartbeat file keeps milliseconds, its progress events
+    microseconds, so the same few milliseconds hold points out of order. The rate is taken
+    between the first time each step was seen, and only over a span the rounding cannot
+    dominate; it read 0.00 or thousands of steps/s."""
+    from distrun.monitor.state import RankState
+    fast = RankState(rank=0)
+    for when, step in ((100.1234, 255), (100.123, 256), (100.1236, 256)):
+        fast.add_point(when, step)
+    assert fast.steps_per_s() is None  # it read 0.00 (min/max by time: 255 after 256)
+    fast.add_point(99.0, 0)
+    assert fast.steps_per_s() == pytest.approx(256 / 1.123)
+    same = RankState(rank=1)
+    same.add_point(100.123, 256)
+    same.add_point(100.1234, 256)
+    assert same.steps_per_s() is None  # one step seen twice is no rate, not 0.00
+
+
 @pytest.mark.parametrize("width", [80, 60, 120])
 def test_table_fits_the_screen_and_cuts_no_number(tmp_path: Path, width: int) -> None:
     snap = read(write_run(tmp_path, FAILED))

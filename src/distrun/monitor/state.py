@@ -40,6 +40,9 @@ from distrun.model.rundir import EVENTS, PLAN, SAMPLES, SUMMARY, RunDirError, re
 __all__ = ["RankState", "RunState", "epoch", "latest_run", "read_heartbeat"]
 
 RATE_WINDOW = 10
+# Heartbeat files keep milliseconds, progress events microseconds: over a shorter span the
+# rounding alone could make the rate 0 or thousands (steps of microseconds), so none is shown.
+RATE_MIN_SPAN_S = 0.1
 T = TypeVar("T")
 
 
@@ -78,10 +81,14 @@ class RankState:
         """Steps per second over the recent (time, step) points: those of the heartbeats this
         reader saw and of the progress events, so one read of a run directory (``monitor
         --json``) gives the same value as a long-running reader (``/metrics``)."""
-        if len(self.rate) < 2:
+        reached: dict[int, float] = {}  # step -> the earliest time it was seen
+        for when, step in self.rate:
+            reached[step] = min(when, reached.get(step, when))
+        if len(reached) < 2:
             return None
-        (t0, s0), (t1, s1) = min(self.rate), max(self.rate)
-        return (s1 - s0) / (t1 - t0) if t1 > t0 and s1 >= s0 else None
+        s0, s1 = min(reached), max(reached)
+        span = reached[s1] - reached[s0]
+        return (s1 - s0) / span if span >= RATE_MIN_SPAN_S else None
 
     def add_point(self, when: float, step: int) -> None:
         if (when, step) not in self.rate:
