@@ -27,7 +27,7 @@ from distrun.export import FORMATS, ExportOptions, Rendered, slurm
 from distrun.export import render as render_export
 from distrun.export.options import default_job_name
 from distrun.launch.fanout import check_host, read_hostfile
-from distrun.model.rundir import kind
+from distrun.model.rundir import kind, write_text
 
 SUBMIT_TIMEOUT_S = 60
 _FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -99,7 +99,8 @@ def write(rendered: Rendered, output: str | None) -> None:
     except BrokenPipeError:
         raise  # stdout's reader left: a quiet exit 141 (cli.main), not a bad --output
     except OSError as exc:
-        raise UsageError(f"--output {output!r} cannot be written: {exc.strerror or exc}",
+        why = os.strerror(exc.errno) if exc.errno else str(exc)  # not the temporary file's name
+        raise UsageError(f"--output {output!r} cannot be written: {why}",
                          "a writable path (shell: a folder for one script per node)",
                          "pass --output a new file in a writable folder, or leave it out for "
                          "stdout") from None
@@ -129,18 +130,9 @@ MARK_WITHIN = 512
 def _replace(path: Path, text: str, mode: int) -> None:
     """``text`` as ``path``: a new file, or one an earlier export wrote (its mark in the first
     lines); anything else there (a user's file, a link, a device) is refused, never written
-    through. Written to a new file beside it, then renamed over it."""
+    through. Written to a new file beside it, then renamed over it (``rundir.write_text``)."""
     _overwritable(path)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temp, mode)  # the umask may have taken bits of the mode
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    write_text(path, text, mode)
 
 
 def _overwritable(path: Path) -> None:

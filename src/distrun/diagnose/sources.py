@@ -180,16 +180,17 @@ def _read_plan(path: Path, info: RunInfo) -> None:
 
 
 def _read_events(path: Path, info: RunInfo) -> None:
-    if not os.path.lexists(path):
-        return
-    _checked(path)
-    info.events_path = path
-    try:
+    try:  # a link, a FIFO or a folder in its place is a RunDirError naming it
         stream = os.fdopen(open_read(path), "rb")
-    except OSError as exc:  # replaced by a link or a FIFO since: a RunDirError says so
-        info.problems.append(str(exc) if isinstance(exc, RunDirError)
-                             else f"{path}: cannot read ({exc.strerror})")
+    except FileNotFoundError:
         return
+    except RunDirError:
+        raise
+    except OSError as exc:
+        info.events_path = path
+        info.problems.append(f"{path}: cannot read ({exc.strerror})")
+        return
+    info.events_path = path
     with stream:
         for number, raw in enumerate(stream, start=1):
             event = parse_event(raw, path.name, number)

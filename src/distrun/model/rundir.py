@@ -221,12 +221,14 @@ def write_json(path: Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write through a new temporary file and rename it over ``path`` (rename replaces a link
-    itself, never its target)."""
+def write_text(path: Path, text: str, mode: int = FILE_MODE) -> None:
+    """Write through a new temporary file (``mode``, 0600 unless said) and rename it over
+    ``path`` (rename replaces a link itself, never its target)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = open_new(tmp)
     try:
+        if mode != FILE_MODE:
+            os.fchmod(fd, mode)  # not the umask's: fchmod sets it as given
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)

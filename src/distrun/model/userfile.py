@@ -15,8 +15,6 @@ import stat
 from distrun.errors import UsageError
 from distrun.model.rundir import kind
 
-__all__ = ["kind", "read_user_text", "shown"]
-
 TEXT_MAX = 1024 * 1024
 SHOWN_MAX = 80
 
