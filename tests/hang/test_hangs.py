@@ -38,7 +38,9 @@ def events(tmp_path: Path, name: str) -> list[dict[str, Any]]:
 
 
 def hang_line(stderr: str) -> str:
-    return next(line for line in stderr.splitlines() if line.startswith("distrun: HANG"))
+    line = next((x for x in stderr.splitlines() if x.startswith("distrun: HANG")), None)
+    assert line is not None, f"no HANG line in:\n{stderr[-4000:]}"
+    return line
 
 
 @pytest.mark.timeout(240)
@@ -154,8 +156,9 @@ def test_kind_4_a_rank_that_exits_0_early_is_named(tmp_path: Path, marker: str) 
     done = launch(tmp_path, marker, 2, "early_exit.py")
     assert done.returncode != 0
     line = hang_line(done.stderr)
+    left = [p.read_text() for p in sorted((tmp_path / "run" / "progress").glob("rank-*.json"))]
     assert line.startswith("distrun: HANG (kind 4, gone): rank 1 has not entered collective #2 "
-                           "(gloo:all_reduce"), line
+                           "(gloo:all_reduce"), (line, left, done.stderr[-4000:])
     assert "rank 1 exited after collective #1" in line
     hang = json.loads((tmp_path / "run" / "hang.json").read_text())
     assert hang["kind"] == "gone" and hang["culprits"] == [1]

@@ -3,6 +3,8 @@ recorder over stand-in ``Work`` objects (completion polled, never waited on)."""
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,3 +137,29 @@ def test_gloo_numbers_lose_the_p2p_ops_and_the_op_is_looked_up_by_the_raw_number
         ("0", 5): flight.Described("gloo:all_reduce", ((4,),), ("Float",), 1800.0, None)})
     tracker._describe([("0", 5)], NOW)
     assert tracker._groups["0"].op_at(2) == "gloo:all_reduce"
+
+
+def _status(enqueued: int, completed: int) -> tuple[bytes, ...]:
+    return (json.dumps({"pg_status": {"0": {"last_enqueued_collective": str(enqueued),
+                                            "last_completed_collective": str(completed)}}}
+                       ).encode(),)
+
+
+def test_the_exit_write_waits_for_a_returned_collective_and_is_the_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gloo marks a collective completed just after wait() returns: a rank leaving at once read
+    its last all_reduce as in flight, and a late tick could overwrite the exit's write."""
+    monkeypatch.setattr(agent, "_static_identity", lambda: ("gloo", 2))
+    monkeypatch.setattr(agent, "_groups", lambda: {"0": ((0, 1), "default_pg")})
+    monkeypatch.delattr(sys, "last_value", raising=False)
+    monkeypatch.setattr(agent.flight, "status_raw", lambda: _status(1, 0))
+    monkeypatch.setattr(agent.flight, "last_counters",
+                        lambda wait_s: {"0": flight.Counters(enqueued=1, completed=1)})
+    tracker = agent.Tracker(agent.Writer(str(tmp_path), 0), 0, Recorder())
+    tracker.finish()
+    path = tmp_path / "progress" / "rank-0.json"
+    left = parse(path.read_text())
+    assert left is not None and left.exited_at is not None and not left.groups["0"].in_flight
+    monkeypatch.setattr(agent.flight, "status_raw", lambda: _status(2, 1))
+    tracker.update(NOW + 60)
+    assert parse(path.read_text()) == left

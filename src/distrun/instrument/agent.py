@@ -44,6 +44,9 @@ DESCRIBE_EVERY_S = 5.0  # at most one full Flight Recorder read per this many se
 # without a change writes at once, so a stall shows within 2 ticks. Kept well below
 # distrun.monitor.hang.HANG_AFTER_S: a resumed rank is never seen stuck that long.
 STEADY_WRITE_S = 5.0
+# At a normal exit, how long the last read waits for a collective that returned to show as
+# completed (flight.last_counters); an exit with an op really in flight is that much later.
+EXIT_SETTLE_S = 0.5
 CPU_BACKENDS = ("gloo", "mpi")
 
 _warned = False
@@ -190,6 +193,7 @@ class Tracker(threading.Thread):
         self.writer, self.rank = writer, rank
         self.joined_at = time.time()
         self._halt = threading.Event()
+        self._exited = False  # the exit's write is the last: no tick writes after it
         self._lock = threading.Lock()
         self._raw: tuple[bytes, ...] = ()
         self._groups: dict[str, GroupProgress] = {}
@@ -205,9 +209,9 @@ class Tracker(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.update(time.time())
-            while not self._halt.wait(TICK_S):
+            while not self._halt.is_set():
                 self.update(time.time())
+                self._halt.wait(TICK_S)
         except Exception as exc:
             warn("progress thread stopped", exc)
 
@@ -223,11 +227,16 @@ class Tracker(threading.Thread):
 
     def update(self, now: float, exiting: bool = False) -> None:
         with self._lock:
+            if self._exited:
+                return
+            self._exited = exiting
             raw = flight.status_raw()
             changed = raw != self._raw
             if changed:
                 self._raw = raw
                 self._merge(flight.parse_status(raw), now)
+            if exiting and getattr(sys, "last_value", None) is None:  # a normal exit
+                self._merge(_or_warn(flight.last_counters, EXIT_SETTLE_S), now)
             self._recorder.poll(now)
             if self._recorder.version != self._p2p_version:
                 self._p2p_version, changed = self._recorder.version, True
@@ -283,7 +292,7 @@ class Tracker(threading.Thread):
 
     def _describe(self, want: list[tuple[str, int]], now: float) -> None:
         self._described_at = now
-        found = flight.describe(want)
+        found = _or_warn(flight.describe, want)
         for pg, seq in want:  # the Flight Recorder's number; the group's own may be shifted
             g, d = self._groups[pg], found.get((pg, seq))
             self._groups[pg] = GroupProgress(
@@ -305,6 +314,15 @@ class Tracker(threading.Thread):
             spared(exc, f"progress/rank-{b.rank}.json")
             return
         self._written_at, self._dirty = now, False
+
+
+def _or_warn(read: Callable[[Any], dict[Any, Any]], arg: Any) -> dict[Any, Any]:
+    """A Flight Recorder read that adds to a write; when it fails, the write goes on without."""
+    try:
+        return read(arg)
+    except Exception as exc:
+        warn(f"{getattr(read, '__name__', 'read')} failed", exc)
+        return {}
 
 
 def _gloo_groups() -> list[Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ class Described:
     dtypes: tuple[str, ...]
     timeout_s: float | None
     created_at: float | None
+    retired: bool = False
 
 
 # torch keeps two recorders: NCCL's (CUDA builds only; ProcessGroupNCCL's collectives) and
@@ -67,6 +69,31 @@ def status_raw() -> tuple[bytes, ...]:
     """Each recorder's status dump, in ``RECORDERS`` order."""
     c10d = _c10d()
     return tuple(_dump(getattr(c10d, name + "_json")) for name in _recorders())
+
+
+def last_counters(wait_s: float, poll_s: float = 0.005) -> dict[str, Counters]:
+    """The counters a rank leaves with, its last collective completed where it is.
+
+    gloo's worker thread completes a collective's future first and records the number after
+    (``ProcessGroupGloo::runLoop``): a rank that returned from its last collective and leaves at
+    once can read it as still in flight (2 ranks, torch 2.13: 1 read in 5 right after
+    ``all_reduce`` returned), so the status is read again for up to ``wait_s``. With two worker
+    threads an older number can also be recorded after a newer one and stay (1 in 300 pairs of
+    back-to-back collectives); the entry itself is retired then, so a group still in flight
+    after ``wait_s`` is looked up in the full trace once."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        counters = parse_status(status_raw())
+        busy = [(pg, c.enqueued) for pg, c in counters.items() if c.enqueued > c.completed]
+        if not busy:
+            return counters
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    found = describe(busy)
+    return {pg: Counters(c.enqueued, c.enqueued)
+            if (d := found.get((pg, c.enqueued))) is not None and d.retired else c
+            for pg, c in counters.items()}
 
 
 def _dump(fn: Any) -> bytes:
@@ -141,4 +168,5 @@ def _described(entry: dict[str, Any]) -> Described:
         sizes=tuple(tuple(int(d) for d in s) for s in entry.get("input_sizes") or ()),
         dtypes=tuple(str(d) for d in entry.get("input_dtypes") or ()),
         timeout_s=float(timeout) / 1000 if timeout else None,
-        created_at=float(created) / 1e9 if created else None)
+        created_at=float(created) / 1e9 if created else None,
+        retired=bool(entry.get("retired")))
