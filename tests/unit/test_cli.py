@@ -203,7 +203,7 @@ def closed_stdout(args: list[str], cwd: Path) -> tuple[int, str]:
 @pytest.mark.parametrize("args", [
     ["doctor"], ["plan", "t.py"], ["launch", "--dry-run", "t.py"], ["export", "slurm", "t.py"],
     ["export", "shell", "t.py"], ["monitor", "--once", "run"], ["estimate", "--params", "7B"],
-    ["--help"],
+    ["--help"], ["doctor", "--help"], ["launch", "--help"], ["diagnose", "--help"],
 ], ids=lambda a: "-".join(a[:2]))
 def test_a_closed_stdout_ends_every_command_quietly_with_141(tmp_path: Path,
                                                              args: list[str]) -> None:

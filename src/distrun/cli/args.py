@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 import weakref
 from collections.abc import Mapping
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 from distrun.cli import envflags, sources
 from distrun.errors import UsageError
@@ -43,6 +47,16 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, fix=f"see '{self.prog} --help'")
 
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        _print(message, file)
+
+
+def _print(message: str, file: SupportsWrite[str] | None) -> None:
+    """argparse's --help and --version text; unlike argparse's own, a reader that left is a
+    BrokenPipeError (exit 141 in ``distrun.cli.main``), not a silent exit 0."""
+    if message:
+        (file or sys.stderr).write(message)
+
 
 _NEGATIVE = re.compile(r"-\.?\d")  # "-7B", "-1e9", "-.5": a (bad) value, not an option
 
@@ -71,6 +85,7 @@ def _one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         raise UsageError(message, fix=f"see '{parser.prog} --help'")
 
     parser.error = error  # type: ignore[method-assign]
+    setattr(parser, "_print_message", _print)  # noqa: B010  (argparse would swallow EPIPE)
     return parser
 
 

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from distrun.cli.args import OneLineParser
 from distrun.cli.envflags import parse_bool
 from distrun.diagnose import diagnose, write_json, write_text
 from distrun.diagnose.reading import InputError, check_path
@@ -35,7 +36,7 @@ EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="distrun diagnose",
         description="Find the root cause of a failed distributed run.",
     )
