@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from distrun.diagnose import diagnose, to_json
+from distrun.diagnose import diagnose, to_json, write_text
 from distrun.model.rundir import RunDirError
 
 T0 = "2026-11-22T04:39:"
@@ -138,7 +139,8 @@ def test_error_json_is_read_with_its_rank(tmp_path: Path) -> None:
 def test_empty_dir_gives_empty_causes(tmp_path: Path) -> None:
     result = diagnose([tmp_path])
     assert to_json(result) == {"verdict": "nothing-failed", "confidence": None, "causes": [],
-                               "unrecognised": [], "failed_ranks": [], "out_of_memory": []}
+                               "unrecognised": [], "failed_ranks": [], "out_of_memory": [],
+                               "skipped": []}
     assert not result.failed
 
 
@@ -1290,3 +1292,22 @@ def test_links_planted_in_a_run_directory_are_named_not_followed(tmp_path: Path,
         diagnose([run])
     assert str(refused.value).startswith(f"{link} is a symbolic link, not a regular file")
     assert "SECRET-TOKEN" not in str(refused.value)
+
+
+def test_run_records_that_cannot_be_read_are_said_not_dropped(tmp_path: Path) -> None:
+    """A torn or corrupt events.jsonl line was left out of the verdict without a word."""
+    run = make_run(tmp_path, {0: [line(1, "RuntimeError: CUDA error: invalid device ordinal")]},
+                   [])
+    (run / "plan.json").unlink()  # this helper's plan is not a whole one: one problem less
+    with (run / "events.jsonl").open("a") as out:
+        out.write("{\"event\": \"rank_exit\", \"rank\": 0, \"exitc\n" + "\x1b[2Jnot json\n" * 7)
+    found = diagnose([run])
+    assert found.causes[0].rule.id == "cuda-invalid-device-ordinal"
+    shown = to_json(found)["skipped"]
+    assert len(found.skipped) == 8 and len(shown) == 5
+    assert shown[0].startswith("events.jsonl:2: not JSON") and "\x1b" not in "".join(shown)
+    out = io.StringIO()
+    write_text(found, out)
+    assert "Left out (could not be read): 8 run record(s)\n  events.jsonl:2: not JSON" in \
+        out.getvalue()
+    assert "\x1b" not in out.getvalue()

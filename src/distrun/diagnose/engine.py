@@ -118,6 +118,7 @@ class Diagnosis:
     failed_exits: tuple[RankExit, ...]
     files: int
     oom: tuple[OomReport, ...] = ()  # the ranks' out-of-memory records (rank_oom events)
+    skipped: tuple[str, ...] = ()  # run records that could not be read: "file:line: why"
 
     @property
     def failed(self) -> bool:
@@ -144,7 +145,8 @@ def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     hits = [replace(h, seq=i) for i, h in enumerate(hits)]
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
     found = decide(hits, ruleset, info, failed_exits, len(files))
-    return replace(found, oom=tuple(oom_report(o) for o in info.ooms))
+    return replace(found, oom=tuple(oom_report(o) for o in info.ooms),
+                   skipped=tuple(info.problems))
 
 
 @lru_cache(maxsize=4)

@@ -16,6 +16,7 @@ from distrun.diagnose.engine import Cause, Diagnosis, Hit
 from distrun.model.record import printable
 
 MAX_TEXT = 500
+MAX_SKIPPED = 5  # unreadable run records shown (their count is always said)
 
 
 def short(text: str, limit: int = MAX_TEXT) -> str:
@@ -29,9 +30,11 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     {"verdict": "cause" | "no-known-cause" | "nothing-failed", "confidence": ...,
      "causes": [...], "unrecognised": [...], "failed_ranks": [...],
      "out_of_memory": [{"rank", "device", "peak_bytes", "capacity_bytes", "batch_size",
-                        "fitting_batch", "grad_accum", "message"}]}
+                        "fitting_batch", "grad_accum", "message"}],
+     "skipped": ["events.jsonl:12: why", ...]}
 
-    ``out_of_memory``: the ranks' ``rank_oom`` records (docs/estimate.md).
+    ``out_of_memory``: the ranks' ``rank_oom`` records (docs/estimate.md). ``skipped``: run
+    records that could not be read and were left out of the verdict (at most ``MAX_SKIPPED``).
     """
     return {
         "verdict": _verdict(diagnosis),
@@ -43,6 +46,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
             for e in diagnosis.failed_exits
         ],
         "out_of_memory": [asdict(o) for o in diagnosis.oom],
+        "skipped": [short(printable(p)) for p in diagnosis.skipped[:MAX_SKIPPED]],
     }
 
 
@@ -92,7 +96,15 @@ def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
     else:
         lines.append(f"No errors found in {diagnosis.files} file(s): nothing failed.")
     _oom_text(diagnosis, lines)
+    _skipped_text(diagnosis.skipped, lines)
     out.write("\n".join(lines) + "\n")
+
+
+def _skipped_text(skipped: tuple[str, ...], lines: list[str]) -> None:
+    """Run records left out of the verdict because they could not be read."""
+    if skipped:
+        lines.append(f"Left out (could not be read): {len(skipped)} run record(s)")
+        lines.extend(f"  {short(printable(p))}" for p in skipped[:MAX_SKIPPED])
 
 
 def _oom_text(diagnosis: Diagnosis, lines: list[str]) -> None:
