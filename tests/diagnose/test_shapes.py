@@ -233,6 +233,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("words-80", "jax/register-barrier-timeout.log"): _TASK_NAMED,
     ("cut-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
     ("words-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
+    ("cut-80", "memory/o-ra-isf-elastic-exitcode-9-title.log"): _ONE_WRAP,
     ("cut-80", "collective/b-ompi-btl-tcp-peer-closed.log"): _CUT_OR_WORDS,
     ("words-80", "jax/b-tpu-backend-init-60s-all-hosts.log"): _CUT_OR_WORDS,
     **{("srun-error-tail", case): _TAIL_SRUN for case in (
