@@ -78,6 +78,16 @@ CASES = {
         "[E ProcessGroupNCCL.cpp:475] [Rank 2] Timeout at NCCL work: 57, last enqueued NCCL "
         "work: 57, last completed NCCL work: 56.\n",
         "collective-timeout", "medium", 2),
+    # TensorFlow collective ops with timeout_seconds (MultiWorkerMirroredStrategy): a worker
+    # never joined, or the collective did not finish in time
+    "tf-collective-timed-out": (
+        "tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective has timed "
+        "out during execution.\n",
+        "collective-timeout", "medium", None),
+    "tf-collective-waiting-for-workers": (
+        "tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective has timed "
+        "out waiting for other workers.\n",
+        "collective-timeout", "medium", None),
     # torch/distributed/flight_recorder/components/utils.py: a missing rank
     "flight-recorder-missing": (
         "Not all ranks joining collective, sequence number: 12\n",

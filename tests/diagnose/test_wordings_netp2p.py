@@ -85,6 +85,14 @@ tensor([ 0.3364, -1.2100,  0.5512,  0.0934], device='cuda:1')
 all_reduce_perf hangs between GPU0 and GPU1 (PXB), GPU2/GPU3 on the other socket work.
 Setting NCCL_P2P_DISABLE=1 works but the bandwidth drops to 3 GB/s.
 """, "gpu-p2p-broken", "low", None),
+    # cuda-samples helper_cuda.h checkCudaErrors around cudaDeviceEnablePeerAccess: the driver
+    # refused the peer mapping (simpleP2P)
+    ("cuda-samples-enable-peer-access-failed", """\
+Checking GPU(s) for support of peer to peer memory access...
+> Peer access from NVIDIA GeForce RTX 4090 (GPU0) -> NVIDIA GeForce RTX 4090 (GPU1) : Yes
+Enabling peer access between GPU0 and GPU1...
+CUDA error at simpleP2P.cu:130 code=205(cudaErrorMapBufferObjectFailed) "cudaDeviceEnablePeerAccess(gpuid[1], 0)"
+""", "gpu-p2p-broken", "high", None),
     # ---- nccl-network ----
     # NCCL src/misc/socket.cc ncclSocketInit: NCCL_SOCKET_IFNAME names no existing interface
     ("nccl-socket-family-garbage", """\
