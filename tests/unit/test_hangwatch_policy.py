@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -290,3 +291,49 @@ def test_a_setup_wait_is_not_idleness_but_a_rank_that_never_works_is_named(
     assert (late.severity, late.message) == (
         "warning", "2/2 ranks joined, each its own process (CPU), 1/2 processes busy; idle: "
                    "rank(s) 1")
+
+
+def test_a_stop_signal_to_the_launcher_judges_nothing_after_it(tmp_path: Path) -> None:
+    """Ctrl-C while ranks die of it: no tick may act on what it sees (the ranks "gone"), the
+    last look is skipped, and the hang named before stays the one to report."""
+    run = RunDir(tmp_path / "run")
+    folder = run.path / "progress"
+    folder.mkdir()
+    for state in MISMATCH.values():
+        (folder / f"rank-{state.rank}.json").write_text(state.dumps())
+    actions, signalled = Recorder(), threading.Event()
+    watcher = Watcher(run, PLAN, WatchConfig(instrumented=True), actions, detectors=[],
+                      extra_detectors=[HangDetector([0, 1])], interrupted=signalled)
+    watcher._stacks = lambda ranks: {}  # type: ignore[method-assign]
+    try:
+        assert not watcher.interrupted()
+        signalled.set()
+        assert watcher.interrupted()
+        watcher.tick(NOW)
+        watcher.tick(NOW + 1)
+    finally:
+        verdict = watcher.stop()
+        run.close()
+    assert verdict is None and actions.said == [] and actions.stopped == []
+    assert actions.events == [] and actions.files == {}
+
+
+def test_the_signal_distrun_sent_to_stop_the_job_is_not_an_interruption(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    folder = run.path / "progress"
+    folder.mkdir()
+    for state in MISMATCH.values():
+        (folder / f"rank-{state.rank}.json").write_text(state.dumps())
+    signalled = threading.Event()
+    watcher = Watcher(run, PLAN, WatchConfig(instrumented=True), Recorder(), detectors=[],
+                      extra_detectors=[HangDetector([0, 1])], interrupted=signalled)
+    watcher._stacks = lambda ranks: {}  # type: ignore[method-assign]
+    try:
+        watcher.tick(NOW)
+        watcher.tick(NOW + 1)  # kind 3: distrun stops the job
+        signalled.set()  # the launcher sees its own stop arrive
+        assert watcher.verdict is not None and watcher.verdict.stopped
+        assert not watcher.interrupted()
+    finally:
+        watcher.stop()
+        run.close()
