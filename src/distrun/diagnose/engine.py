@@ -71,7 +71,7 @@ from distrun.diagnose.sources import (
     read_error_file,
     read_run_info,
 )
-from distrun.diagnose.stalls import StallEvent, read_stalls
+from distrun.diagnose.stalls import StallEvent
 from distrun.estimate.oom import OomReport
 from distrun.estimate.oom import report as oom_report
 
@@ -141,7 +141,7 @@ def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     for log in files:
         hits.extend(_file_hits(log, matcher, info))
     hits.extend(_exit_hits(info))
-    hits.extend(_stall_hits(read_stalls(path_list)))
+    hits.extend(_stall_hits(info.stalls))
     hits = [replace(h, seq=i) for i, h in enumerate(hits)]
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
     found = decide(hits, ruleset, info, failed_exits, len(files))

@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from distrun.diagnose.stalls import NAMES as STALL_NAMES
+from distrun.diagnose.stalls import StallEvent, stall_of
 from distrun.model.record import (
     FIRST_ROLE,
     BadLine,
@@ -75,6 +77,7 @@ class RunInfo:
     job_exitcode: int | None = None
     problems: list[str] = field(default_factory=list)  # unreadable records: file:line: why
     ooms: list[RankOom] = field(default_factory=list)  # out-of-memory records, in file order
+    stalls: list[StallEvent] = field(default_factory=list)  # distrun's stall/hang records
 
     @property
     def failed(self) -> bool:
@@ -199,6 +202,15 @@ def _read_events(path: Path, info: RunInfo) -> None:
                 continue
             text = raw[:2000].decode("utf-8", errors="replace").rstrip("\n")
             _apply_event(event, number, text, info)
+            if event.event in STALL_NAMES:
+                _add_stall(event.model_dump(mode="json"), number, path, info)
+
+
+def _add_stall(event: dict[str, Any], number: int, path: Path, info: RunInfo) -> None:
+    when, _ = parse_time(str(event.get("time", "")) + " ")
+    stall = stall_of(event, when, number, path)
+    if stall is not None:
+        info.stalls.append(stall)
 
 
 def _apply_event(event: Event, number: int, text: str, info: RunInfo) -> None:
