@@ -230,16 +230,23 @@ class Recorder:
         self.stopped.append(pids)
 
 
-def test_the_one_loop_names_the_hang_and_stops_through_its_actions(tmp_path: Path) -> None:
+def mismatch_watcher(tmp_path: Path, actions: Recorder,
+                     signalled: threading.Event | None = None) -> tuple[Watcher, RunDir]:
+    """The watcher's one loop over a run whose 2 ranks' progress files show a kind-3 hang."""
     run = RunDir(tmp_path / "run")
     folder = run.path / "progress"
     folder.mkdir()
     for state in MISMATCH.values():
         (folder / f"rank-{state.rank}.json").write_text(state.dumps())
-    actions = Recorder()
     watcher = Watcher(run, PLAN, WatchConfig(instrumented=True), actions, detectors=[],
-                      extra_detectors=[HangDetector([0, 1])])
+                      extra_detectors=[HangDetector([0, 1])], interrupted=signalled)
     watcher._stacks = lambda ranks: {}  # type: ignore[method-assign]  # no py-spy on strangers
+    return watcher, run
+
+
+def test_the_one_loop_names_the_hang_and_stops_through_its_actions(tmp_path: Path) -> None:
+    actions = Recorder()
+    watcher, run = mismatch_watcher(tmp_path, actions)
     try:
         watcher.tick(NOW)
         watcher.tick(NOW + 1)
@@ -296,15 +303,8 @@ def test_a_setup_wait_is_not_idleness_but_a_rank_that_never_works_is_named(
 def test_a_stop_signal_to_the_launcher_judges_nothing_after_it(tmp_path: Path) -> None:
     """Ctrl-C while ranks die of it: no tick may act on what it sees (the ranks "gone"), the
     last look is skipped, and the hang named before stays the one to report."""
-    run = RunDir(tmp_path / "run")
-    folder = run.path / "progress"
-    folder.mkdir()
-    for state in MISMATCH.values():
-        (folder / f"rank-{state.rank}.json").write_text(state.dumps())
     actions, signalled = Recorder(), threading.Event()
-    watcher = Watcher(run, PLAN, WatchConfig(instrumented=True), actions, detectors=[],
-                      extra_detectors=[HangDetector([0, 1])], interrupted=signalled)
-    watcher._stacks = lambda ranks: {}  # type: ignore[method-assign]
+    watcher, run = mismatch_watcher(tmp_path, actions, signalled)
     try:
         assert not watcher.interrupted()
         signalled.set()
@@ -319,15 +319,8 @@ def test_a_stop_signal_to_the_launcher_judges_nothing_after_it(tmp_path: Path) -
 
 
 def test_the_signal_distrun_sent_to_stop_the_job_is_not_an_interruption(tmp_path: Path) -> None:
-    run = RunDir(tmp_path / "run")
-    folder = run.path / "progress"
-    folder.mkdir()
-    for state in MISMATCH.values():
-        (folder / f"rank-{state.rank}.json").write_text(state.dumps())
     signalled = threading.Event()
-    watcher = Watcher(run, PLAN, WatchConfig(instrumented=True), Recorder(), detectors=[],
-                      extra_detectors=[HangDetector([0, 1])], interrupted=signalled)
-    watcher._stacks = lambda ranks: {}  # type: ignore[method-assign]
+    watcher, run = mismatch_watcher(tmp_path, Recorder(), signalled)
     try:
         watcher.tick(NOW)
         watcher.tick(NOW + 1)  # kind 3: distrun stops the job
