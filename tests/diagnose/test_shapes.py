@@ -240,6 +240,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
         "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
         "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log",
+        "device/p-nccl-104-m40-allreduce-test-stalled-acs.log",
         "scheduler/i-lightning-sbatch-python-without-srun-one-of-8.log")},
     **{(name, _DUP_RANKS): _ONE_WRITER for name in (
         "rank-prefix", "default-prefix", "openmpi-tag", "slurm-task", "srun-label")},
@@ -247,6 +248,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "device/e-nccl-257-1080ti-iommu-allreduce-hang.log",
         "device/g-nccl-all-gather-test-stuck-ryzen-iommu.log",
         "device/g-rccl-mi100-all-reduce-hang-iommu-pt.log",
+        "device/p-nccl-104-m40-allreduce-test-stalled-acs.log",
         "scheduler/i-lightning-sbatch-python-without-srun-one-of-8.log")},
     ("words-80", "config/provoked-store-1-of-2-joined.log"):
         "one line of seven wrapped, too few to tell a wrap; its first piece names a timeout "
