@@ -37,8 +37,13 @@ _ROOT_CAUSE = "Root Cause (first observed failure)"
 _MPI_FIRST = re.compile(r"Process name: \[(?:\[\d+,\d+\]|[\w.-]+@\d+),(\d+)\]")
 _ROOT_BLOCK_LINES = 10  # the Root Cause block: "[0]:", time, host, rank, exitcode, ...
 _SUMMARY_RANK = re.compile(r"rank *: *(\d+) *\(local_rank")
+# The ranks a consequence names as the one it waited for: a monitored barrier, a P2P wait,
+# ProcessGroupNCCL's store wait for the communicator's id ("[14] is setting up NCCL
+# communicator and retrieving ncclUniqueId from [0] via c10d key-value store ... possible
+# application crash on rank 0"), whose line names its own rank first.
 _BARRIER = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier"
-                      r"|waiting for send/recv from rank (\d+)")
+                      r"|waiting for send/recv from rank (\d+)"
+                      r"|retrieving ncclUniqueId from \[(\d+)\]")
 
 FIELDS = ("seq", "op", "numel")
 K = TypeVar("K")
@@ -193,7 +198,8 @@ def _named_suspects(secondary: list[Hit]) -> list[int]:
     for hit in secondary:
         found = _BARRIER.search(hit.text)
         if found is not None:
-            return [int(r) for r in re.findall(r"\d+", found.group(1) or found.group(2))]
+            named = next(group for group in found.groups() if group is not None)
+            return [int(r) for r in re.findall(r"\d+", named)]
     first = first_failure_rank([h for h in secondary if h.rule_id == SUMMARY_RULE])
     return [] if first is None else [first]
 
@@ -296,7 +302,8 @@ def _gap_ranks(secondary: list[Hit]) -> list[int]:
 
 def _why(secondary: list[Hit], info: RunInfo) -> str:
     if any(_BARRIER.search(h.text) for h in secondary):
-        return "the monitored barrier names it as missing"
+        return "the ranks that waited name it: a monitored barrier, a send/recv or the NCCL " \
+            "communicator's set-up"
     if any(h.rule_id == SUMMARY_RULE and h.rank is not None for h in secondary):
         return "torchelastic's summary names it as the first failure"
     if _recorded_first(info):

@@ -324,7 +324,11 @@ def decide(
         rank = _waited_for(causes[0], secondary, rules, suspected)
         # Consequences name no cause: medium at most, low when only weak wordings matched.
         level = max(causes[0].confidence, "medium", key=CONFIDENCES.index)
-        causes = (replace(causes[0], confidence=level, note=note, rank=rank), *causes[1:])
+        # the node of the lines that waited is not the node of the rank they waited for
+        node = causes[0].node if rank == causes[0].rank else \
+            info.nodes.get(rank) if rank is not None else None
+        causes = (replace(causes[0], confidence=level, note=note, rank=rank, node=node),
+                  *causes[1:])
         return Diagnosis(causes, (), failed_exits, files)
     unknown = tuple(generic[:MAX_UNRECOGNISED])
     named = _summary_rank(secondary, rules)

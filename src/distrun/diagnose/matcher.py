@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from io import BufferedIOBase
 
 from distrun.diagnose.linefind import HyperscanFinder, make_finder
-from distrun.diagnose.normalize import MAX_LINE, Logical, Span, logical_lines, windows
+from distrun.diagnose.normalize import (
+    MAX_LINE,
+    Hosts,
+    Logical,
+    Span,
+    logical_lines,
+    pdsh_hosts,
+    windows,
+)
 from distrun.diagnose.rules import (
     BENIGN_ID,
     BENIGN_PATTERNS,
@@ -163,13 +171,14 @@ class Matcher:
             last = _last_said(head)
         else:
             counter = [0]
-            yield from self._scan_chunks(head, stream, counter)
+            hosts = pdsh_hosts(head.decode("utf-8", "replace"))
+            yield from self._scan_chunks(head, stream, counter, hosts)
             last = counter[0]
         if end:
             yield RawHit(END_ID, last, "", strong=False)
 
-    def _scan_chunks(self, head: bytes, stream: BufferedIOBase,
-                     counter: list[int]) -> Iterator[RawHit]:
+    def _scan_chunks(self, head: bytes, stream: BufferedIOBase, counter: list[int],
+                     hosts: Hosts) -> Iterator[RawHit]:
         """Whole lines of each chunk, read into one reused buffer (no copy per chunk).
 
         The buffer holds the unfinished last line of the previous chunk (at most
@@ -189,33 +198,33 @@ class Matcher:
                 end = filled if skipping else newline
                 tail = (tail + bytes(buf[max(0, end - _MAX_LINE_BYTES):end]))[-_MAX_LINE_BYTES:]
                 if not skipping:
-                    yield from self._scan_region(tail + b"\n", 0, -1, line_base)
+                    yield from self._scan_region(tail + b"\n", 0, -1, line_base, hosts)
                     tail = b""
                 start = end if skipping else end + 1
                 line_base += 0 if skipping else 1
             cut = buf.rfind(b"\n", start, filled) + 1
             if cut > start:
-                yield from self._scan_region(buf, start, cut, line_base)
+                yield from self._scan_region(buf, start, cut, line_base, hosts)
                 line_base += buf.count(b"\n", start, cut)
             else:
                 cut = start
             carry = filled - cut
             if carry > _MAX_LINE_BYTES:
                 yield from self._scan_region(bytes(buf[cut : cut + _MAX_LINE_BYTES]) + b"\n", 0, -1,
-                                             line_base)
+                                             line_base, hosts)
                 # its end so far: an error may go on into the next chunk
                 tail = bytes(buf[max(cut + _MAX_LINE_BYTES, filled - _MAX_LINE_BYTES):filled])
                 carry, skipping = 0, True
             buf[:carry] = buf[filled - carry : filled]
             filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
         if carry and not skipping:
-            yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base)
+            yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base, hosts)
         if skipping and tail:  # the file ends inside an over-long line
-            yield from self._scan_region(tail + b"\n", 0, -1, line_base)
+            yield from self._scan_region(tail + b"\n", 0, -1, line_base, hosts)
         counter[0] = line_base if carry and not skipping else line_base - 1
 
     def _scan_region(self, data: bytes | bytearray, begin: int, size: int,
-                     line_base: int) -> Iterator[RawHit]:
+                     line_base: int, hosts: Hosts = frozenset()) -> Iterator[RawHit]:
         """``data[begin:size]`` (to the end for -1) holds whole lines; yield the matching ones."""
         size = len(data) if size < 0 else size
         counted = begin
@@ -224,15 +233,16 @@ class Matcher:
             line += data.count(b"\n", counted, start)
             counted = start
             stop = min(end, start + _MAX_LINE_BYTES)
-            yield from self._match_raw(bytes(data[start:stop]).decode("utf-8", "replace"), line)
+            yield from self._match_raw(bytes(data[start:stop]).decode("utf-8", "replace"), line,
+                                       hosts)
             if end > stop:  # an over-long line: its end too
                 tail = bytes(data[max(stop, end - _MAX_LINE_BYTES):end])
-                yield from self._match_raw(tail.decode("utf-8", "replace"), line)
+                yield from self._match_raw(tail.decode("utf-8", "replace"), line, hosts)
 
-    def _match_raw(self, raw: str, number: int) -> Iterator[RawHit]:
+    def _match_raw(self, raw: str, number: int, hosts: Hosts = frozenset()) -> Iterator[RawHit]:
         for piece in windows(raw.rstrip("\r")):
             when, rest = parse_time(piece)
-            for logical in logical_lines(rest):
+            for logical in logical_lines(rest, hosts):
                 for found in self.matches(logical.text):
                     yield _hit(found, number, when, logical)
 
@@ -349,10 +359,11 @@ def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]
 
 def _entries(text: str) -> list[_Entry]:
     entries: list[_Entry] = []
+    hosts = pdsh_hosts(text)
     for number, raw in enumerate(text.split("\n"), start=1):
         for piece in windows(raw.rstrip("\r")):
             when, rest = parse_time(piece)
-            entries.extend(_Entry(number, when, logical) for logical in logical_lines(rest))
+            entries.extend(_Entry(number, when, logical) for logical in logical_lines(rest, hosts))
     return entries
 
 

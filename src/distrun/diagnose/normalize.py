@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -107,6 +108,18 @@ _PREFIXES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (re.compile(r"(\d{1,5}):[ \t]+(?=\S)"), 1, 0),  # srun --label (the line may be indented)
     (re.compile(r"([A-Za-z][\w.-]*):\s(?=\[(?:rank|default)\d+\]|\[\d+,\d+\]<std)"), 0, 1),  # pdsh
 )
+# pdsh (DeepSpeed's multi-node runner) starts every line a node printed with "host: ", and
+# before torch 2.2 no rank prefix follows it. One line cannot tell "gpu003: Traceback" from
+# "RuntimeError: ...", so a pdsh host is a name that starts at least PDSH_LINES lines of
+# the log (pdsh_hosts), spelled as a host name with a digit, dot or hyphen in it (gpu003,
+# worker-1, 10.0.0.7) and not an exception's name; only those names are peeled.
+PDSH_LINES = 3
+_HOST = r"([A-Za-z0-9][A-Za-z0-9.-]*): "
+_HOST_HEAD = re.compile(_HOST)
+_HOST_LINES = re.compile(f"^{_HOST}", re.MULTILINE)
+_HOST_LIKE = re.compile(r"[\d.-]")
+_NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit)$")
+Hosts = frozenset[str]
 # One pass that tells whether any prefix starts at a position (most lines have none).
 _ANY_PREFIX = re.compile("|".join(f"(?:{regex.pattern})" for regex, _, _ in _PREFIXES))
 # Ranks named inside the text, most specific first.
@@ -132,11 +145,13 @@ _IN_TEXT = (
     re.compile(r"after failure of Process (\d+)"),
     re.compile(r"process with rank=\[(\d+)"),
     re.compile(r"\bGlobal rank (\d+) \(PID \d+\)"),
+    # ProcessGroupNCCL's store wait names its own rank first, then the one it waited for
+    # ("[14] is setting up NCCL communicator ... possible application crash on rank 0")
+    re.compile(r"\[(\d+)\] is setting up NCCL communicator"),
     re.compile(r"\b(?:process|on) rank (\d+)\b"),  # Open MPI: mpirun noticed / MPI_ABORT
     re.compile(r"--local_rank=(\d+)"),  # DeepSpeed launcher's command lines
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
     re.compile(r"\[(\d+)\]: params\["),  # DDP's parameter check across processes
-    re.compile(r"\[(\d+)\] is setting up NCCL communicator"),  # ProcessGroupNCCL's store wait
 )
 # JAX names tasks and processes; only trusted on JAX lines (a pid is a "process" too).
 _JAX_IN_TEXT = (re.compile(r"/task:(\d+)"), re.compile(r"\b[Pp]rocess (\d{1,4})\b(?! closing)"))
@@ -173,23 +188,31 @@ def windows(raw: str) -> tuple[str, ...]:
     return (raw,) if len(raw) <= MAX_LINE else (raw[:MAX_LINE], raw[-MAX_LINE:])
 
 
-def logical_lines(raw: str) -> list[Logical]:
+def pdsh_hosts(text: str) -> Hosts:
+    """The pdsh host names that start lines of ``text`` (see ``PDSH_LINES``)."""
+    counts = Counter(found.group(1) for found in _HOST_LINES.finditer(text))
+    return frozenset(host for host, lines in counts.items() if lines >= PDSH_LINES
+                     and _HOST_LIKE.search(host) and not _NOT_HOST.search(host))
+
+
+def logical_lines(raw: str, hosts: Hosts = frozenset()) -> list[Logical]:
     """The logical lines of one raw line (several for a literal-``\\n`` paste, or for a
-    long paste whose newlines were lost: split where a new record starts)."""
+    long paste whose newlines were lost: split where a new record starts); ``hosts``:
+    the log's pdsh hosts, peeled as prefixes too."""
     text = clean(raw)
     named: Logical | None = None  # the last part whose prefix named a rank
     if "\\n" in text or "\r" in text:
         parts = _PARTS.split(text)
     elif len(text) > FLAT_LINE or _SHORT_RECORD.search(text):
         # The line's own prefixes name the rank of every record in it.
-        outer = strip_prefixes(text)
+        outer = strip_prefixes(text, hosts)
         named = outer if outer.rank is not None else None
         parts = (_RECORD if len(text) > FLAT_LINE else _SHORT_RECORD).split(outer.text)
     else:
         parts = [text]
     lines: list[Logical] = []
     for part in parts:
-        line = strip_prefixes(part)
+        line = strip_prefixes(part, hosts)
         if line.rank is not None:
             named = line
         elif named is not None:
@@ -227,13 +250,14 @@ def structured(text: str) -> str | None:
     return None
 
 
-def strip_prefixes(text: str) -> Logical:
-    """Peel timestamps and launcher prefixes off the front; the innermost rank wins."""
-    pos, rank, node, span = _peel(text)
+def strip_prefixes(text: str, hosts: Hosts = frozenset()) -> Logical:
+    """Peel timestamps and launcher prefixes off the front (and the log's pdsh ``hosts``);
+    the innermost rank wins."""
+    pos, rank, node, span = _peel(text, hosts)
     return Logical(text[pos:].rstrip().rstrip("`\u2502\u2503").rstrip(), rank, node, span)
 
 
-def _peel(text: str) -> tuple[int, int | None, str | None, Span]:
+def _peel(text: str, hosts: Hosts = frozenset()) -> tuple[int, int | None, str | None, Span]:
     """Where the message starts after the leading prefixes, and the rank(s) and node they name."""
     rank: int | None = None
     node: str | None = None
@@ -241,6 +265,8 @@ def _peel(text: str) -> tuple[int, int | None, str | None, Span]:
     pos = len(text) - len(text.lstrip())
     for _ in range(8):
         found, rank_group, node_group = _first_prefix(text, pos)
+        if found is None and hosts:
+            found, rank_group, node_group = _host_prefix(text, pos, hosts), 0, 1
         if found is None:
             break
         if rank_group and found.group(rank_group) is not None:
@@ -275,6 +301,11 @@ def _first_prefix(text: str, pos: int) -> tuple[re.Match[str] | None, int, int]:
     return None, 0, 0
 
 
+def _host_prefix(text: str, pos: int, hosts: Hosts) -> re.Match[str] | None:
+    found = _HOST_HEAD.match(text, pos)
+    return found if found is not None and found.group(1) in hosts else None
+
+
 def rank_in_text(text: str, jax: bool = False) -> int | None:
     """A rank the message itself names (``[Rank 3]``, ``rank: 3 (local_rank``, ...)."""
     for regex in _IN_TEXT + (_JAX_IN_TEXT if jax else ()):
@@ -302,34 +333,36 @@ def unwrap(text: str) -> str:
     line's continuations become empty lines) so that line numbers stay the file's."""
     lines = [clean(line).rstrip("\r") for line in text.split("\n")]  # colours off
     widths = [len(line) for line in lines]
-    mode = _wrap_mode(lines, widths)
+    hosts = pdsh_hosts(text)
+    mode = _wrap_mode(lines, widths, hosts)
     if mode is None:
-        return _carry_prefixes(text, lines, widths)
+        return _carry_prefixes(text, lines, widths, hosts)
     width, cut = mode
     out = list(lines)
     head = 0
     for index in range(1, len(lines)):
-        glue = _glue(lines[index - 1], widths[index - 1], lines[index], width, cut)
+        glue = _glue(lines[index - 1], widths[index - 1], lines[index], width, cut=cut,
+                     hosts=hosts)
         if glue is None:
             head = index
             continue
-        out[head] += glue + _rest(lines[index - 1], lines[index])
+        out[head] += glue + _rest(lines[index - 1], lines[index], hosts)
         out[index] = ""
     return "\n".join(out)
 
 
-def _rest(line: str, following: str) -> str:
+def _rest(line: str, following: str, hosts: Hosts) -> str:
     """``following`` without the decoration it shares with ``line``: the same prefix, or a
     Markdown quote put on every line after the text was wrapped."""
-    prefix = _prefix(following)
-    if prefix and prefix == _prefix(line):
+    prefix = _prefix(following, hosts)
+    if prefix and prefix == _prefix(line, hosts):
         return following[len(prefix):]
     if following.startswith(">") and line.startswith(">"):
         return following[2:] if following.startswith("> ") else following[1:]
     return following
 
 
-def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
+def _wrap_mode(lines: list[str], widths: list[int], hosts: Hosts) -> tuple[int, bool] | None:
     """(width, cut mid-word) when the text looks wrapped at a width; None: it does not.
 
     A terminal's cut: lines pile up at exactly the width. A page's wrap: where a long
@@ -341,10 +374,10 @@ def _wrap_mode(lines: list[str], widths: list[int]) -> tuple[int, bool] | None:
         return None
     # Lines at the width that could be cut: more text follows (not a new prefixed record).
     exact = {i for i in range(len(lines) - 1)
-             if widths[i] == width and _cut_rest(lines[i], lines[i + 1])}
+             if widths[i] == width and _cut_rest(lines[i], lines[i + 1], hosts)}
     # Shorter lines the way a page breaks them: the next word would not have fit.
     long = [i for i in range(len(lines) - 1) if widths[i] >= width // 2]
-    fits = {i: _word_fits(lines[i], widths[i], lines[i + 1], width) for i in long}
+    fits = {i: _word_fits(lines[i], widths[i], lines[i + 1], width, hosts) for i in long}
     breaks = sum(1 for i, fit in fits.items() if fit is False and i not in exact)
     if len(exact) >= 2 and len(exact) > breaks:
         return width, True
@@ -361,7 +394,7 @@ def _wrap_width(widths: list[int]) -> int | None:
     return width if WRAP_COLUMNS[0] <= width <= WRAP_COLUMNS[1] else None
 
 
-def _carry_prefixes(text: str, lines: list[str], widths: list[int]) -> str:
+def _carry_prefixes(text: str, lines: list[str], widths: list[int], hosts: Hosts) -> str:
     """Too few lines to tell a wrap (a pasted line or two): where a prefixed line at the
     width is followed by more text without the prefix, that text gets the prefix (the
     matcher joins the two; the rank the prefix names is kept)."""
@@ -371,33 +404,33 @@ def _carry_prefixes(text: str, lines: list[str], widths: list[int]) -> str:
     out = list(lines)
     for i in range(len(lines) - 1):
         full = widths[i] == width or (widths[i] >= width - 2 * _NEAR and _word_fits(
-            lines[i], widths[i], lines[i + 1], width) is False)
-        if full and _drops_prefix(out[i], lines[i + 1]):
-            out[i + 1] = _prefix(out[i]) + _rest(out[i], lines[i + 1])
+            lines[i], widths[i], lines[i + 1], width, hosts) is False)
+        if full and _drops_prefix(out[i], lines[i + 1], hosts):
+            out[i + 1] = _prefix(out[i], hosts) + _rest(out[i], lines[i + 1], hosts)
     return text if out == lines else "\n".join(out)
 
 
-def _drops_prefix(line: str, following: str) -> bool:
+def _drops_prefix(line: str, following: str, hosts: Hosts) -> bool:
     """``line`` has prefixes, ``following`` (more text, not a new record) has none of its
     own (only, at most, the outer part of the line's, such as a Markdown quote)."""
-    rest, own, mine = following.lstrip(), _prefix(following), _prefix(line)
+    rest, own, mine = following.lstrip(), _prefix(following, hosts), _prefix(line, hosts)
     outer = not own or (own != mine and mine.startswith(own))  # none, or a quote on every line
     return bool(mine) and rest == following and bool(rest) and outer \
         and _NEW_RECORD.match(rest[len(own):]) is None
 
 
 @lru_cache(maxsize=1024)
-def _prefix(line: str) -> str:
+def _prefix(line: str, hosts: Hosts = frozenset()) -> str:
     """The line's leading prefixes ("" when only blanks lead it)."""
-    prefix = line[: _peel(line)[0]]
+    prefix = line[: _peel(line, hosts)[0]]
     return prefix if prefix.strip() else ""
 
 
-def _cut_rest(line: str, following: str) -> bool:
+def _cut_rest(line: str, following: str, hosts: Hosts) -> bool:
     """Can ``following`` be the rest of ``line`` cut at the width? It may start like a short
     prefix ("192: "); it is no copy of the line (a message every rank printed) and no NCCL
     line of another process."""
-    prefix = _prefix(following)
+    prefix = _prefix(following, hosts)
     return bool(following.strip()) and not _same_start(line, following) and (
         not prefix or _AMBIGUOUS.fullmatch(prefix) is not None) and (
         _NCCL_HEAD.match(following) is None)
@@ -410,24 +443,27 @@ def _same_start(line: str, following: str) -> bool:
     return len(start) == _SAME_START and bool(start.strip()) and following.startswith(start)
 
 
-def _word_fits(line: str, length: int, following: str, width: int) -> bool | None:
+def _word_fits(line: str, length: int, following: str, width: int,
+               hosts: Hosts) -> bool | None:
     """Would the first word of ``following`` have fit on ``line``? None: ``following``
     is not more text (an empty line, a new record, an indented line)."""
-    prefix = _prefix(following)
+    prefix = _prefix(following, hosts)
     body = following[len(prefix):]
     if following.lstrip().startswith("```"):
         return None  # a Markdown fence
-    if not body.strip() or (prefix and not _prefix(line).startswith(prefix) and prefix.strip("`")):
+    mine = _prefix(line, hosts)
+    if not body.strip() or (prefix and not mine.startswith(prefix) and prefix.strip("`")):
         return None  # a new record with a prefix of its own (a code span's ` is none; the
         # line's prefix or its outer part, a quote on every line, is none either)
-    if not line[len(_prefix(line)):].strip() and not prefix.strip("`"):
+    if not line[len(mine):].strip() and not prefix.strip("`"):
         return False  # a line of prefixes only: its message was wrapped onto the next
     if body[:1].isspace() or _NEW_RECORD.match(body) or _same_start(line, following):
         return None
     return length + 1 + len(body.split(None, 1)[0]) <= width
 
 
-def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str | None:
+def _glue(line: str, length: int, following: str, width: int, *, cut: bool,
+          hosts: Hosts) -> str | None:
     """How ``following`` joins ``line`` when it is the rest the wrap cut off; None: it is not.
 
     A terminal cuts at the width, mid-word (glue ""); a page wraps before the word that
@@ -435,8 +471,8 @@ def _glue(line: str, length: int, following: str, width: int, cut: bool) -> str 
     """
     if not following.strip():
         return None
-    if cut and length == width and _cut_rest(line, following):
+    if cut and length == width and _cut_rest(line, following, hosts):
         return ""
-    if _word_fits(line, length, following, width) is not False:
+    if _word_fits(line, length, following, width, hosts) is not False:
         return None
     return "" if length == width and " " not in line.strip() else " "
