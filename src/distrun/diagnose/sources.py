@@ -202,15 +202,9 @@ def _read_events(path: Path, info: RunInfo) -> None:
                 continue
             text = raw[:2000].decode("utf-8", errors="replace").rstrip("\n")
             _apply_event(event, number, text, info)
-            if event.event in STALL_NAMES:
-                _add_stall(event.model_dump(mode="json"), number, path, info)
-
-
-def _add_stall(event: dict[str, Any], number: int, path: Path, info: RunInfo) -> None:
-    when, _ = parse_time(str(event.get("time", "")) + " ")
-    stall = stall_of(event, when, number, path)
-    if stall is not None:
-        info.stalls.append(stall)
+            if event.event in STALL_NAMES and (
+                    stall := stall_of(event.fields(), event.at, number, path)) is not None:
+                info.stalls.append(stall)
 
 
 def _apply_event(event: Event, number: int, text: str, info: RunInfo) -> None:
