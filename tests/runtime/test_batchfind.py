@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from distrun.runtime import batchcache
-from distrun.runtime.batchfind import EDGE_MARGIN, done, find, is_oom, search
+from distrun.runtime.batchfind import EDGE_MARGIN, done, find, is_oom, line_guess, search
 from tests.conftest import REPO, cli_env
 
 JOBS = Path(__file__).parent / "memjobs"
@@ -28,6 +28,37 @@ def test_search_lands_within_10_percent_in_8_trials(noise: float) -> None:
                          start, 100000)
             assert len(res.trials) <= 8
             assert 0.9 * limit <= res.size <= limit, (limit, start, res)
+
+
+@pytest.mark.parametrize("flat", [0.001, 0.02, 0.1, 0.3])
+def test_search_recovers_when_the_first_two_peaks_look_flat(flat: float) -> None:
+    """CPU peaks at small sizes are mostly allocator noise: the first two points grow by only
+    ``flat`` of the real slope, the line through them guesses up to 1000x too high, and the
+    trial there fails. Every later point is exact. The search lands within 10 % in 8 trials."""
+    rng = random.Random(1)
+    for limit in (rng.randint(1000, 90000) for _ in range(200)):
+        for start in (1, 8, 64):
+            fixed = 2.0 * limit
+            budget = (fixed + limit) / EDGE_MARGIN
+            points: dict[int, int] = {}
+
+            def trial(size: int, fixed: float = fixed, budget: float = budget,
+                      points: dict[int, int] = points) -> bool:
+                if fixed + size > budget:
+                    return False
+                points[size] = int(fixed + size * (flat if len(points) < 2 else 1.0))
+                return True
+
+            def guess(budget: float = budget, points: dict[int, int] = points) -> int | None:
+                if len(points) < 2:
+                    return None
+                fitted = line_guess(points, budget * EDGE_MARGIN)
+                return None if fitted >= 2**31 - 1 else fitted  # as Finder.guess
+
+            res = search(trial, guess, start, 100000)
+            largest = int(budget - fixed)
+            assert len(res.trials) <= 8, (limit, start, res)
+            assert 0.9 * largest <= res.size <= largest, (limit, start, res)
 
 
 def test_search_without_a_guess_doubles_then_bisects() -> None:

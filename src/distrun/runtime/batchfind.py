@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,7 +53,7 @@ def search(trial: Trial, guess: Guess, start: int, maximum: int, *, max_trials: 
         lo, hi = (size, hi) if ok else (lo, size)
         if done(lo, hi, maximum, tolerance):
             break
-        size = next_size(lo, hi, guess(), len(trials), tolerance)
+        size = next_size(lo, hi, guess(), trials, tolerance)
     return Search(lo, tuple(trials), lo, None if hi > maximum else hi)
 
 
@@ -63,13 +63,14 @@ def done(lo: int, hi: int, maximum: int, tolerance: float) -> bool:
     return lo > 0 and hi - 1 <= lo * (1 + tolerance)
 
 
-def next_size(lo: int, hi: int, guess: int | None, tried: int, tolerance: float) -> int:
+def next_size(lo: int, hi: int, guess: int | None, trials: Sequence[tuple[int, bool]],
+              tolerance: float) -> int:
     """The next size strictly between lo (fits) and hi (fails): the fit's guess when it is
     informative, else doubling (no failure yet) or geometric bisection (bracketed)."""
     if lo == 0:  # nothing fits yet: below the smallest failure
         return max(1, min(guess or hi // 2, hi // 2))
     probe = min(int(lo * (1 + tolerance)) + 1, hi - 1)  # just past the tolerance
-    usable = guess if guess is not None and tried >= 2 else None
+    usable = guess if guess is not None and len(trials) >= 2 else None
     if usable is not None and usable <= lo:
         return probe
     if usable is not None and usable < hi * 0.95:
@@ -77,9 +78,24 @@ def next_size(lo: int, hi: int, guess: int | None, tried: int, tolerance: float)
     if usable is None and hi > lo * 4:  # no line yet: double
         return min(lo * 2, hi - 1)
     mid = int((lo * hi) ** 0.5)
-    if usable is not None:  # the line overshot: the limit is most likely just below hi
-        mid = max(mid, int(hi * 0.7))
+    if usable is not None and not missed_twice(trials):
+        mid = max(mid, int(hi * 0.7))  # the line overshot once: the limit is likely just below
     return min(max(mid, lo + 1, probe if hi > lo * 1.5 else lo + 1), hi - 1)
+
+
+def missed_twice(trials: Sequence[tuple[int, bool]]) -> bool:
+    """The last two trials failed: a line from nearly equal peaks (allocator noise at small
+    sizes) can guess 10x too high, and stepping down from it by 0.7x would spend every trial;
+    bisect instead: a size that fits adds a point, and the line is fitted again."""
+    return len(trials) >= 2 and not trials[-1][1] and not trials[-2][1]
+
+
+def line_guess(points: Mapping[int, int], budget: float) -> int:
+    """The largest size whose peak, on the line fitted to the measured (size, peak) points,
+    is within ``budget``."""
+    sizes = sorted(points)
+    a, b = memory.fit_line(sizes, [points[s] for s in sizes])
+    return memory.MemoryFit("", tuple(sizes), (), a, b).largest_batch(budget)
 
 
 class Finder:
@@ -120,10 +136,7 @@ class Finder:
         local = 2**31 - 1
         budget = device_budget(self.counter) if self.cap is None else self.cap
         if len(self.points) >= 2 and budget is not None:
-            sizes = sorted(self.points)
-            a, b = memory.fit_line(sizes, [self.points[s] for s in sizes])
-            fit = memory.MemoryFit(self.device, tuple(sizes), (), a, b)
-            local = min(local, fit.largest_batch(budget * self.headroom))
+            local = min(local, line_guess(self.points, budget * self.headroom))
         agreed = self.agree_min(local)
         return None if agreed >= 2**31 - 1 else agreed
 
