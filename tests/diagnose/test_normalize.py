@@ -79,6 +79,19 @@ def test_rank_named_in_the_message(text: str, rank: int) -> None:
     assert rank_in_text(text) == rank
 
 
+@pytest.mark.parametrize("text", [
+    "NNODES=2 RANK=1 MASTER_ADDR=192.168.0.1 MASTER_PORT=29500 torchrun train.py "
+    "[W socket.cpp:464] [c10d] The server socket cannot be initialized on [::]:29500",
+    "FORCE_TORCHRUN=1 RANK=0 llamafactory-cli train: RuntimeError: CUDA out of memory",
+    "$ export RANK=3; python train.py RuntimeError: CUDA error: invalid device ordinal",
+])
+def test_a_shell_environment_on_the_line_names_no_rank(text: str) -> None:
+    """A one-line paste of the launch command and its error: RANK there is how the command was
+    started (LlamaFactory's node rank, or ignored by torchrun), not the process that failed."""
+    assert rank_in_text(text) is None
+    assert rank_in_text(text + " [Rank 2] Watchdog caught collective operation timeout") == 2
+
+
 def test_jax_process_and_task_ids_only_on_jax_lines() -> None:
     assert rank_in_text("task /job:jax_worker/replica:0/task:3 failed", jax=True) == 3
     assert rank_in_text("Terminating process 3 because of errors", jax=True) == 3

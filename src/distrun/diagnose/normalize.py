@@ -153,6 +153,9 @@ _IN_TEXT = (
     re.compile(r"zero_pp_rank_(\d+)_"),  # DeepSpeed shard files
     re.compile(r"\[(\d+)\]: params\["),  # DDP's parameter check across processes
 )
+# A shell's environment assignments: one after "export", or two or more in a row.
+_SHELL_ENV = re.compile(r"\bexport\s+[A-Z_][A-Z0-9_]*=\S*"
+                        r"|\b[A-Z_][A-Z0-9_]*=\S*(?:\s+[A-Z_][A-Z0-9_]*=\S*)+")
 # JAX names tasks and processes; only trusted on JAX lines (a pid is a "process" too).
 _JAX_IN_TEXT = (re.compile(r"/task:(\d+)"), re.compile(r"\b[Pp]rocess (\d{1,4})\b(?! closing)"))
 
@@ -307,7 +310,11 @@ def _host_prefix(text: str, pos: int, hosts: Hosts) -> re.Match[str] | None:
 
 
 def rank_in_text(text: str, jax: bool = False) -> int | None:
-    """A rank the message itself names (``[Rank 3]``, ``rank: 3 (local_rank``, ...)."""
+    """A rank the message itself names (``[Rank 3]``, ``rank: 3 (local_rank``, ...); not a
+    shell's environment (``export RANK=0``, ``NNODES=2 RANK=1 torchrun ...``, pasted on the
+    error's line), which says how a command was started, not which process failed."""
+    if "=" in text:
+        text = _SHELL_ENV.sub(" ", text)
     for regex in _IN_TEXT + (_JAX_IN_TEXT if jax else ()):
         found = regex.search(text)
         if found is not None:
