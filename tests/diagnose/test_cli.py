@@ -57,7 +57,31 @@ def test_unknown_failure_exits_1_and_shows_earliest_lines(
 def test_nothing_failed_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "train.log").write_text("step 1 loss 2.0\nstep 2 loss 1.9\n")
     assert main([str(tmp_path)]) == 0
-    assert "nothing failed" in capsys.readouterr().out
+    assert capsys.readouterr().out == ("No errors found in 1 file(s): no line in them says that "
+                                       "the job failed.\n")
+
+
+@pytest.mark.parametrize("sign", [
+    "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+    "    torch.cuda.set_device(local_rank)",
+    "[E1124 09:45:01.410000000 ProcessGroupNCCL.cpp:1484] [PG 0 Rank 1] Process group "
+    "watchdog thread terminated",
+    "CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation "
+    "cuInit(0) failed: CUDA_ERROR_NOT_INITIALIZED",
+    "ERROR:root:could not load the dataset shard 3",
+    "the tokenizer step ended: exit status 3",
+    "Fatal Python error: Aborted",
+])
+def test_a_failure_no_rule_knows_is_not_called_healthy(
+    sign: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cut traceback, torch's error-level log line, a logger's ERROR: the log failed, even
+    if no rule and no 'Error: ' line says how. It is shown, and the exit status says so."""
+    (tmp_path / "train.log").write_text(f"step 1 loss 2.0\n{sign}\n")
+    assert main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("No known cause matched these logs.\nEarliest error lines:\n"), out
+    assert sign.splitlines()[0][:60] in out
 
 
 def test_missing_path_is_one_line_on_stderr_and_exit_2(

@@ -75,6 +75,23 @@ def test_a_run_that_ended_with_0_is_no_hang_whatever_its_log_ends_with(
     assert (causes[0].rule.id if causes else None) == expected
 
 
+@pytest.mark.parametrize(("exitcode", "verdict"), [(0, "nothing-failed"), (1, "no-known-cause"),
+                                                   (None, "no-known-cause")])
+def test_a_failure_sign_is_read_only_when_the_job_did_not_end_with_0(
+        tmp_path: Path, exitcode: int | None, verdict: str) -> None:
+    """A logged traceback in a job that ended with 0 was handled; in a failed job, or one with
+    no record of its end, it is the earliest error line (no cause named)."""
+    events = [] if exitcode is None else [
+        {"time": T0 + "52.000000Z", "event": "job_finished", "exitcode": exitcode}]
+    run = make_run(tmp_path, {0: [line(1, "Traceback (most recent call last):"),
+                                  line(2, "  File \"train.py\", line 9, in <module>")],
+                              1: [line(1, "step 1", "out")]}, events)
+    found = to_json(diagnose([run]))
+    assert (found["verdict"], found["causes"]) == (verdict, [])
+    signs = [(h["rank"], h["text"]) for h in found["unrecognised"]]
+    assert signs == ([] if exitcode == 0 else [(0, "Traceback (most recent call last):")])
+
+
 def test_earliest_primary_wins_across_ranks(tmp_path: Path) -> None:
     run = make_run(tmp_path, {
         0: [line(30, "torch.OutOfMemoryError: CUDA out of memory.")],

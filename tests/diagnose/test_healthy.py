@@ -67,7 +67,11 @@ def test_cli_says_no_errors_found(path: Path, capsys: pytest.CaptureFixture[str]
     assert main([str(path)]) == EXIT_FOUND_OR_CLEAN
     out = capsys.readouterr().out
     assert out.startswith("No errors found in "), out
-    assert "nothing failed" in out
+    # "nothing failed" only where a run record says the job ended with 0; a plain log that
+    # prints no error may still be a job that hung or was stopped from outside
+    ended_ok = "nothing failed." if (path / "events.jsonl").exists() else \
+        "no line in them says that the job failed."
+    assert ended_ok in out
 
 
 def test_a_two_node_job_read_together_is_healthy(capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,4 +80,5 @@ def test_a_two_node_job_read_together_is_healthy(capsys: pytest.CaptureFixture[s
     nodes = sorted(HEALTHY.glob("torchrun-two-nodes-node*.log"))
     assert len(nodes) == 2
     assert main([str(p) for p in nodes]) == EXIT_FOUND_OR_CLEAN
-    assert capsys.readouterr().out == "No errors found in 2 file(s): nothing failed.\n"
+    assert capsys.readouterr().out == ("No errors found in 2 file(s): no line in them says that "
+                                       "the job failed.\n")

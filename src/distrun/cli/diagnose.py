@@ -10,7 +10,7 @@ rank and node, the evidence lines (file:line) and the fix, on stdout.
 likely cause first; ``causes`` is empty when nothing is recognised.
 
 Exit status:
-  0  a known cause was found, or nothing failed;
+  0  a known cause was found, or no error line was found;
   1  something failed (error lines or a non-zero rank exit) but no rule knows
      it: the earliest error lines are printed instead of a guess;
   2  bad input (a path that does not exist, a FIFO or device, a binary file,

@@ -53,6 +53,7 @@ from distrun.diagnose.rules import (
     COLLECTIVE_DUMP_ID,
     CONFIDENCES,
     CONTEXT_PREFIX,
+    FAILURE_SIGN_ID,
     GENERIC_ERROR_ID,
     HINT_PREFIXES,
     PAST_TAIL_PREFIX,
@@ -119,6 +120,7 @@ class Diagnosis:
     files: int
     oom: tuple[OomReport, ...] = ()  # the ranks' out-of-memory records (rank_oom events)
     skipped: tuple[str, ...] = ()  # run records that could not be read: "file:line: why"
+    ended_ok: bool = False  # the run record says the job ended with exit code 0
 
     @property
     def failed(self) -> bool:
@@ -146,7 +148,7 @@ def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
     found = decide(hits, ruleset, info, failed_exits, len(files))
     return replace(found, oom=tuple(oom_report(o) for o in info.ooms),
-                   skipped=tuple(info.problems))
+                   skipped=tuple(info.problems), ended_ok=info.job_exitcode == 0)
 
 
 @lru_cache(maxsize=4)
@@ -182,8 +184,8 @@ def _hangs_at(hit: Hit, end: int, quiet: bool, past: dict[str, int]) -> bool:
 
 def _is_error(hit: Hit) -> bool:
     """A hit that is an error line (a rule's wording or an unknown error), not a hint."""
-    return hit.rule_id not in (END_ID, COLLECTIVE_DUMP_ID) and not hit.rule_id.startswith(
-        HINT_PREFIXES)
+    return hit.rule_id not in (END_ID, COLLECTIVE_DUMP_ID, FAILURE_SIGN_ID) and \
+        not hit.rule_id.startswith(HINT_PREFIXES)
 
 
 def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSet) -> list[Hit]:
@@ -290,6 +292,16 @@ def decide(
     files: int = 0,
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
+    signs = tuple(h for h in hits if h.rule_id == FAILURE_SIGN_ID)[:MAX_UNRECOGNISED]
+    found = _decide([h for h in hits if h.rule_id != FAILURE_SIGN_ID], rules, info,
+                    failed_exits, files)
+    if found.failed or info.job_exitcode == 0:  # a job that ended with 0 did not fail
+        return found
+    return replace(found, unrecognised=signs)
+
+
+def _decide(hits: list[Hit], rules: RuleSet, info: RunInfo,
+            failed_exits: tuple[RankExit, ...], files: int) -> Diagnosis:
     hits = srun_teardown(hits, rules)
     dumps = [h for h in hits if h.rule_id == COLLECTIVE_DUMP_ID]
     hints = [h for h in hits if h.rule_id.startswith((TAIL_PREFIX, REPEATED_PREFIX))]

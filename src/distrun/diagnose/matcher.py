@@ -45,6 +45,8 @@ from distrun.diagnose.rules import (
     COLLECTIVE_DUMP_ID,
     COLLECTIVE_DUMP_PATTERNS,
     CONTEXT_PREFIX,
+    FAILURE_SIGN_ID,
+    FAILURE_SIGN_PATTERNS,
     GENERIC_ERROR_ID,
     GENERIC_ERROR_PATTERNS,
     HINT_PREFIXES,
@@ -354,6 +356,7 @@ def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]
     groups.extend((CONTEXT_PREFIX + r.id, False, r.context) for r in rules.rule if r.context)
     groups.append((COLLECTIVE_DUMP_ID, False, COLLECTIVE_DUMP_PATTERNS))
     groups.append((GENERIC_ERROR_ID, True, GENERIC_ERROR_PATTERNS))
+    groups.append((FAILURE_SIGN_ID, False, FAILURE_SIGN_PATTERNS))
     return groups
 
 
@@ -368,7 +371,8 @@ def _entries(text: str) -> list[_Entry]:
 
 
 def _names_a_cause(rule_id: str) -> bool:
-    return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID, COLLECTIVE_DUMP_ID) and \
+    return rule_id not in (GENERIC_ERROR_ID, RANK_CONTEXT_ID, COLLECTIVE_DUMP_ID,
+                           FAILURE_SIGN_ID) and \
         not rule_id.startswith(HINT_PREFIXES)
 
 

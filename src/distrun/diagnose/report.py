@@ -93,8 +93,11 @@ def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
         _causes_text(diagnosis, lines)
     elif diagnosis.failed:
         _unknown_text(diagnosis, lines)
-    else:
+    elif diagnosis.ended_ok:
         lines.append(f"No errors found in {diagnosis.files} file(s): nothing failed.")
+    else:  # a job that hung, or was stopped from outside, may print no error at all
+        lines.append(f"No errors found in {diagnosis.files} file(s): no line in them says "
+                     "that the job failed.")
     _oom_text(diagnosis, lines)
     _skipped_text(diagnosis.skipped, lines)
     out.write("\n".join(lines) + "\n")

@@ -39,6 +39,26 @@ GENERIC_ERROR_PATTERNS = (
     "|ambiguous option|one of the arguments)",
     "Flags parsing error: ",
 )
+# Signs that something failed, too common or too vague to stand beside a cause (a traceback's
+# header comes before every exception, a weak cause after it would be dropped): used only
+# when nothing else was found, so that a log that failed is never reported as "nothing
+# failed". They name no cause and change no verdict: they are the earliest error lines.
+FAILURE_SIGN_ID = "failure-sign"
+FAILURE_SIGN_PATTERNS = (
+    "Traceback \\(most recent call last\\)",  # CPython, also when its last line was cut
+    # c10 logging at error level: "[E socket.cpp:860] ..." (torch < 2.3), "[E1124
+    # 09:45:01.410000000 ProcessGroupNCCL.cpp:1484] ..." (torch >= 2.3)
+    "\\[E[0-9 :.]*[A-Za-z0-9_]+\\.cpp:[0-9]+\\]",
+    "Fatal Python error",
+    "\\(core dumped\\)",
+    # logging's level names ("ERROR:root:", "[ERROR]", "| ERROR |"), not a variable's name
+    "^ERROR[]:| ]",
+    "[^A-Za-z_]ERROR[]:| ]",
+    "^FATAL[]:| ]",
+    "[^A-Za-z_]FATAL[]:| ]",
+    "CUDA_ERROR_[A-Z_]+",  # the CUDA driver API's error names (jax, cupy, numba print them)
+    "exit(ed with)? (status|code):? -?[1-9]",
+)
 # Informational lines that carry an error-like wording but never a cause; they are
 # matched first and dropped, so that the wording does not name a cause by accident.
 BENIGN_ID = "benign-line"
@@ -270,7 +290,7 @@ class RuleSet:
         own = [p for r in self.rule for p in r.patterns + r.weak + r.context + r.tail + r.past_tail
                + r.repeated]
         return own + list(GENERIC_ERROR_PATTERNS) + list(RANK_CONTEXT_PATTERNS) + list(
-            BENIGN_PATTERNS) + list(COLLECTIVE_DUMP_PATTERNS)
+            BENIGN_PATTERNS) + list(COLLECTIVE_DUMP_PATTERNS) + list(FAILURE_SIGN_PATTERNS)
 
 
 def check_pattern(pattern: str) -> None:
