@@ -96,6 +96,18 @@ def test_compiled_database_is_cached_and_reused(tmp_path: Path) -> None:
     assert linefind.HyperscanFinder(patterns, env).matching(line) == first.matching(line)
 
 
+def test_an_anchored_pattern_picks_a_prefixed_line_but_matches_only_at_the_start(
+        tmp_path: Path) -> None:
+    pytest.importorskip("hyperscan", reason="the key finder has no anchors to relax")
+    finder = linefind.HyperscanFinder(["^Killed$", "CUDA out of memory"],
+                                      {"DISTRUN_CACHE_DIR": str(tmp_path)})
+    data = b"step 1\nworker-1: Killed\nKilled\nstep 2\n"
+    assert [data[a:b] for a, b in finder.line_spans(data, 0, len(data))] == [
+        b"worker-1: Killed", b"Killed"]
+    assert finder.matching(b"worker-1: Killed") == set()  # the matcher reads it unprefixed
+    assert finder.matching(b"Killed") == {0}
+
+
 def test_docs_describe_every_rule() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "diagnose.md").read_text("utf-8")
     missing = [r.id for r in default_rules().rule if f"### `{r.id}`" not in docs]

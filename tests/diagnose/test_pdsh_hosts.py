@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from distrun.diagnose import diagnose, to_json
 from distrun.diagnose.normalize import pdsh_hosts
 
@@ -51,13 +53,25 @@ def test_a_node_killed_under_pdsh_is_found_on_that_node(tmp_path: Path) -> None:
 
 
 def test_pdsh_hosts_are_found_in_a_big_log_too(tmp_path: Path) -> None:
-    # over SMALL_BYTES the hosts come from the log's first chunk (the line finder still
-    # sees raw lines there: a pattern anchored at a line's start misses a prefixed line)
+    # over SMALL_BYTES the hosts come from the log's first chunk
     filler = "worker-1: epoch 0 step 100 loss 2.3121 lr 0.0001 tokens/s 81234 " * 2
     lines = [filler] * (5 * 1024 * 1024 // len(filler)) + [
         "worker-1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
     root = _root(tmp_path, lines)
     assert (root["id"], root["node"]) == ("cuda-out-of-memory", "worker-1")
+
+
+@pytest.mark.parametrize("prefix", ["worker-1: ", "[rank1]: ", "[default1]:", "1: "])
+def test_a_wording_anchored_at_a_line_start_is_found_behind_a_prefix_in_a_big_log(
+        tmp_path: Path, prefix: str) -> None:
+    """Over SMALL_BYTES the line finder sees raw lines: a pattern anchored at a line's start
+    (``^Killed$``, a shell's report of a SIGKILL) must still pick the prefixed line for the
+    matcher, which reads it without its prefix (the old finder skipped it: no known cause)."""
+    filler = f"{prefix}epoch 0 step 100 loss 2.3121 lr 0.0001 tokens/s 81234 " * 2
+    lines = [filler] * (5 * 1024 * 1024 // len(filler)) + [f"{prefix}Killed"]
+    root = _root(tmp_path, lines)
+    assert (root["id"], root["evidence"]) == ("host-oom-or-killed", [{
+        "file": str(tmp_path / "job.log"), "line": len(lines), "text": "Killed"}])
 
 
 def test_repeated_words_that_are_no_host_names_are_kept() -> None:

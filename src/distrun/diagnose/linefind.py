@@ -9,7 +9,8 @@ confirms every candidate with Python's ``re`` and picks the rule there, so both
 finders give the same verdicts.
 
 - :class:`HyperscanFinder`: every full pattern in one Hyperscan block-mode
-  database, one pass in C over the whole region (the ``hyperscan`` wheel bundles
+  database (and, for finding only, the line-anchored ones without their ``^``: see
+  :func:`unanchored`), one pass in C over the whole region (the ``hyperscan`` wheel bundles
   the library). About twice as fast as the fallback's key scan on big logs. It
   also tells which patterns match one line (``matching``), so the matcher
   needs no Python regex at all. Compiling the database is the costly part of
@@ -101,10 +102,12 @@ class HyperscanFinder:
     def __init__(self, patterns: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
         if _hs is None:
             raise ImportError("hyperscan is not installed")
-        cache_path = _cache_file(patterns, os.environ if environ is None else environ)
+        self._exact = len(patterns)
+        scanned = [*patterns, *unanchored(patterns)]
+        cache_path = _cache_file(scanned, os.environ if environ is None else environ)
         self._db: Any = _load(cache_path) if cache_path is not None else None
         if self._db is None:
-            self._db = _compile(patterns)
+            self._db = _compile(scanned)
             cache.store(cache_path, _hs.dumpb(self._db))
 
     def matching(self, text: bytes) -> set[int]:
@@ -112,7 +115,8 @@ class HyperscanFinder:
         found: set[int] = set()
 
         def on_match(pattern: int, _start: int, _end: int, _flags: int, _context: object) -> None:
-            found.add(pattern)
+            if pattern < self._exact:  # not a finder-only copy (see unanchored)
+                found.add(pattern)
 
         self._db.scan(text, match_event_handler=on_match)
         return found
@@ -128,6 +132,13 @@ class HyperscanFinder:
         region = cast(bytes, memoryview(data)[begin:size])  # the C scan takes any buffer; no copy
         self._db.scan(region, match_event_handler=on_match)
         return _lines_of(data, sorted(end + begin for end in ends))
+
+
+def unanchored(patterns: Sequence[str]) -> list[str]:
+    """Copies, for finding lines only, of the patterns anchored at a line's start: in a raw
+    line a prefix (``[rank3]: ``, pdsh's ``gpu003: ``, a time stamp) stands before what the
+    matcher confirms on the line without it (``^ImportError: No module named``)."""
+    return [p[1:] for p in patterns if p.startswith("^")]
 
 
 def _compile(patterns: Sequence[str]) -> Any:
