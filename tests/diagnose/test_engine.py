@@ -92,6 +92,17 @@ def test_a_failure_sign_is_read_only_when_the_job_did_not_end_with_0(
     assert signs == ([] if exitcode == 0 else [(0, "Traceback (most recent call last):")])
 
 
+def test_a_failed_rank_s_exit_comes_with_its_failure_signs(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {1: [line(1, "Traceback (most recent call last):")]}, [
+        {"time": T0 + "50.000000Z", "event": "rank_exited", "rank": 1, "exitcode": 1,
+         "signal": None, "error_file": None},
+        {"time": T0 + "52.000000Z", "event": "job_finished", "exitcode": 1}])
+    found = to_json(diagnose([run]))
+    assert found["failed_ranks"] == [{"rank": 1, "exitcode": 1, "signal": None}]
+    assert [(h["rank"], h["text"]) for h in found["unrecognised"]] == [
+        (1, "Traceback (most recent call last):")]
+
+
 def test_earliest_primary_wins_across_ranks(tmp_path: Path) -> None:
     run = make_run(tmp_path, {
         0: [line(30, "torch.OutOfMemoryError: CUDA out of memory.")],

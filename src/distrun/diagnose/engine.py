@@ -292,12 +292,12 @@ def decide(
     files: int = 0,
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
-    signs = tuple(h for h in hits if h.rule_id == FAILURE_SIGN_ID)[:MAX_UNRECOGNISED]
+    signs = sorted((h for h in hits if h.rule_id == FAILURE_SIGN_ID), key=Hit.key)
     found = _decide([h for h in hits if h.rule_id != FAILURE_SIGN_ID], rules, info,
                     failed_exits, files)
-    if found.failed or info.job_exitcode == 0:  # a job that ended with 0 did not fail
+    if found.causes or found.unrecognised or info.job_exitcode == 0:  # 0: it did not fail
         return found
-    return replace(found, unrecognised=signs)
+    return replace(found, unrecognised=tuple(signs[:MAX_UNRECOGNISED]))
 
 
 def _decide(hits: list[Hit], rules: RuleSet, info: RunInfo,
