@@ -55,10 +55,13 @@ def test_unknown_failure_exits_1_and_shows_earliest_lines(
 
 
 def test_nothing_failed_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "train.log").write_text("step 1 loss 2.0\nstep 2 loss 1.9\n")
+    """A log with no error may still be a job that hung: where it stopped is shown."""
+    (tmp_path / "train.log").write_text("step 1 loss 2.0\nstep 2 loss 1.9\n\n")
     assert main([str(tmp_path)]) == 0
-    assert capsys.readouterr().out == ("No errors found in 1 file(s): no line in them says that "
-                                       "the job failed.\n")
+    assert capsys.readouterr().out == (
+        "No errors found in 1 file(s): no line in them says that the job failed.\n"
+        "If it hung or was stopped from outside, this is where each log ends:\n"
+        f"  {tmp_path / 'train.log'}:2  step 2 loss 1.9\n")
 
 
 @pytest.mark.parametrize("sign", [

@@ -167,8 +167,8 @@ def test_error_json_is_read_with_its_rank(tmp_path: Path) -> None:
 def test_empty_dir_gives_empty_causes(tmp_path: Path) -> None:
     result = diagnose([tmp_path])
     assert to_json(result) == {"verdict": "nothing-failed", "confidence": None, "causes": [],
-                               "unrecognised": [], "failed_ranks": [], "out_of_memory": [],
-                               "skipped": []}
+                               "unrecognised": [], "failed_ranks": [], "ends": [],
+                               "out_of_memory": [], "skipped": []}
     assert not result.failed
 
 

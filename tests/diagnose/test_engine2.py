@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from distrun.diagnose import diagnose
-from distrun.diagnose.matcher import END_ID, Matcher
+import pytest
+
+from distrun.diagnose import diagnose, matcher
+from distrun.diagnose.matcher import END_ID, LAST_ID, Matcher
 from distrun.diagnose.rules import default_rules
 
 # nccl-tests (src/common.cu) start-up as it prints it, then NCCL_DEBUG=INFO init lines.
@@ -89,6 +91,24 @@ def test_the_end_mark_names_the_last_line_small_and_chunked() -> None:
     ends = [h.line for h in matcher.scan_stream(io.BytesIO(data), end=True) if h.rule_id == END_ID]
     assert ends == [data.count(b"\n") + 1]
     assert not [h for h in matcher.scan_stream(io.BytesIO(b"a\n")) if h.rule_id == END_ID]
+
+
+@pytest.mark.parametrize("data", [
+    b"a\nb\nc\n", b"a\nb\nc", b"a\nb\nc\n\n \n", b"a\nb\n\x1b[2Kc 10%\rc 100%\r\n\n"])
+def test_the_last_line_is_shown_small_and_chunked(data: bytes, monkeypatch: pytest.MonkeyPatch,
+                                                  ) -> None:
+    """Where a log stopped: its last line that is not blank (a progress bar's last redraw),
+    the same whether the file is read whole or by chunks."""
+    def last(stream_data: bytes) -> list[tuple[int, str]]:
+        hits = Matcher(default_rules()).scan_stream(io.BytesIO(stream_data), end=True)
+        return [(h.line, h.text) for h in hits if h.rule_id == LAST_ID]
+
+    whole = last(data)
+    assert whole[0][0] == 3 and whole[0][1].startswith("c")
+    big = b"x" * 100 + b"\n"
+    monkeypatch.setattr(matcher, "SMALL_BYTES", 1000)
+    assert last(big * 30 + data) == [(whole[0][0] + 30, whole[0][1])]
+    assert last(b"\n \n") == []
 
 
 LIGHTNING = "initializing ddp: GLOBAL_RANK: {r}, MEMBER: {m}/8"

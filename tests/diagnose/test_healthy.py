@@ -80,5 +80,7 @@ def test_a_two_node_job_read_together_is_healthy(capsys: pytest.CaptureFixture[s
     nodes = sorted(HEALTHY.glob("torchrun-two-nodes-node*.log"))
     assert len(nodes) == 2
     assert main([str(p) for p in nodes]) == EXIT_FOUND_OR_CLEAN
-    assert capsys.readouterr().out == ("No errors found in 2 file(s): no line in them says that "
-                                       "the job failed.\n")
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["No errors found in 2 file(s): no line in them says that the job failed.",
+                       "If it hung or was stopped from outside, this is where each log ends:"]
+    assert [line.split("  ")[1].rsplit(":", 1)[0] for line in out[2:]] == [str(p) for p in nodes]

@@ -42,7 +42,9 @@ class Result:
     def check(self, codes: set[int] = VALID_CODES) -> Result:
         """Exit status in ``codes``, no traceback, an error is one line; returns self."""
         assert self.code in codes, f"exit {self.code} not in {codes}: {self.err[-2000:]}"
-        assert "Traceback (most recent call last)" not in self.text, self.text[-3000:]
+        # Python prints a traceback on stderr; stdout may quote a log's own ("diagnose" shows
+        # a traceback's header as an error line, and where a log ends)
+        assert "Traceback (most recent call last)" not in self.err, self.text[-3000:]
         errors = [line for line in self.err.splitlines() if ": error: " in line]
         assert len(errors) <= 1, self.err[-2000:]
         return self

@@ -46,7 +46,7 @@ from distrun.diagnose.consequence import (
     where_to_look,
 )
 from distrun.diagnose.hit import Hit
-from distrun.diagnose.matcher import END_ID, Matcher, RawHit
+from distrun.diagnose.matcher import END_ID, LAST_ID, Matcher, RawHit
 from distrun.diagnose.normalize import SRUN_SIGNALS, SRUN_STATUSES, rank_in_text
 from distrun.diagnose.reading import open_log
 from distrun.diagnose.rules import (
@@ -90,6 +90,7 @@ COVER_LINES = 5  # an unknown error line this close to a known one belongs to it
 MAX_EVIDENCE = 6
 MAX_CONSEQUENCES = 12
 MAX_UNRECOGNISED = 8
+MAX_ENDS = 16  # the logs whose last line a verdict keeps
 KEEP_PER_RANK = 20  # hits kept per (rule, rank) and file
 MAX_KEYS = 4096  # distinct (rule, rank) pairs kept per file
 TAIL_LINES = 30  # a tail pattern counts this near the end of its file
@@ -121,6 +122,7 @@ class Diagnosis:
     oom: tuple[OomReport, ...] = ()  # the ranks' out-of-memory records (rank_oom events)
     skipped: tuple[str, ...] = ()  # run records that could not be read: "file:line: why"
     ended_ok: bool = False  # the run record says the job ended with exit code 0
+    ends: tuple[Hit, ...] = ()  # with no error found: each log's last line that is not blank
 
     @property
     def failed(self) -> bool:
@@ -184,7 +186,7 @@ def _hangs_at(hit: Hit, end: int, quiet: bool, past: dict[str, int]) -> bool:
 
 def _is_error(hit: Hit) -> bool:
     """A hit that is an error line (a rule's wording or an unknown error), not a hint."""
-    return hit.rule_id not in (END_ID, COLLECTIVE_DUMP_ID, FAILURE_SIGN_ID) and \
+    return hit.rule_id not in (END_ID, LAST_ID, COLLECTIVE_DUMP_ID, FAILURE_SIGN_ID) and \
         not hit.rule_id.startswith(HINT_PREFIXES)
 
 
@@ -205,8 +207,9 @@ def place(raw: Iterable[RawHit], file_rank: int | None, name: str, rules: RuleSe
         if item.rule_id == RANK_CONTEXT_ID:
             context = (rank_in_text(item.text), item.line)
             continue
-        if item.rule_id == END_ID:
-            placed.append(Hit(END_ID, None, None, name, item.line, "", strong=False))
+        if item.rule_id in (END_ID, LAST_ID):
+            placed.append(Hit(item.rule_id, None, None, name, item.line, item.text.strip(),
+                              strong=False))
             continue
         # a repeated line keeps only its prefix's rank: who printed it (see repeated_hits)
         rank = item.rank if item.rule_id.startswith(REPEATED_PREFIX) else \
@@ -293,11 +296,13 @@ def decide(
 ) -> Diagnosis:
     """Order the hits and pick the root cause (see the module docstring)."""
     signs = sorted((h for h in hits if h.rule_id == FAILURE_SIGN_ID), key=Hit.key)
-    found = _decide([h for h in hits if h.rule_id != FAILURE_SIGN_ID], rules, info,
-                    failed_exits, files)
+    ends = tuple(h for h in hits if h.rule_id == LAST_ID)[:MAX_ENDS]
+    found = _decide([h for h in hits if h.rule_id not in (FAILURE_SIGN_ID, LAST_ID)], rules,
+                    info, failed_exits, files)
     if found.causes or found.unrecognised or info.job_exitcode == 0:  # 0: it did not fail
         return found
-    return replace(found, unrecognised=tuple(signs[:MAX_UNRECOGNISED]))
+    found = replace(found, unrecognised=tuple(signs[:MAX_UNRECOGNISED]))
+    return found if found.failed else replace(found, ends=ends)  # where a hung job stopped
 
 
 def _decide(hits: list[Hit], rules: RuleSet, info: RunInfo,

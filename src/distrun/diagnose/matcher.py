@@ -35,6 +35,7 @@ from distrun.diagnose.normalize import (
     Hosts,
     Logical,
     Span,
+    clean,
     logical_lines,
     pdsh_hosts,
     windows,
@@ -61,6 +62,7 @@ from distrun.diagnose.rules import (
 from distrun.diagnose.sources import parse_time
 
 END_ID = "end-of-file"  # scan_stream(end=True): a last pseudo-hit whose line is the file's last
+LAST_ID = "last-line"  # scan_stream(end=True): the file's last line that is not blank, its text
 CHUNK_BYTES = 8 << 20
 SMALL_BYTES = 4 << 20
 _MAX_LINE_BYTES = MAX_LINE * 4  # a capped line of 4-byte characters
@@ -168,19 +170,23 @@ class Matcher:
         not blank and not an NCCL/RCCL INFO line (a hung job's NCCL_DEBUG=INFO set-up).
         """
         head = stream.read(SMALL_BYTES + 1)
+        shown = _Shown()
         if len(head) <= SMALL_BYTES:
             yield from self.scan_small(head)
             last = _last_said(head)
+            shown.see(head, 0, len(head), 1)
         else:
             counter = [0]
             hosts = pdsh_hosts(head.decode("utf-8", "replace"))
-            yield from self._scan_chunks(head, stream, counter, hosts)
+            yield from self._scan_chunks(head, stream, counter, hosts, shown)
             last = counter[0]
         if end:
             yield RawHit(END_ID, last, "", strong=False)
+            if shown.text:
+                yield RawHit(LAST_ID, shown.line, shown.text, strong=False)
 
     def _scan_chunks(self, head: bytes, stream: BufferedIOBase, counter: list[int],
-                     hosts: Hosts) -> Iterator[RawHit]:
+                     hosts: Hosts, shown: _Shown) -> Iterator[RawHit]:
         """Whole lines of each chunk, read into one reused buffer (no copy per chunk).
 
         The buffer holds the unfinished last line of the previous chunk (at most
@@ -207,6 +213,7 @@ class Matcher:
             cut = buf.rfind(b"\n", start, filled) + 1
             if cut > start:
                 yield from self._scan_region(buf, start, cut, line_base, hosts)
+                shown.see(buf, start, cut, line_base)
                 line_base += buf.count(b"\n", start, cut)
             else:
                 cut = start
@@ -221,6 +228,7 @@ class Matcher:
             filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
         if carry and not skipping:
             yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base, hosts)
+            shown.see(buf, 0, carry, line_base)
         if skipping and tail:  # the file ends inside an over-long line
             yield from self._scan_region(tail + b"\n", 0, -1, line_base, hosts)
         counter[0] = line_base if carry and not skipping else line_base - 1
@@ -334,14 +342,40 @@ _INFO = (b" NCCL INFO ", b" RCCL INFO ")
 
 def _last_said(data: bytes) -> int:
     """The number of the last line of ``data`` that is neither blank nor NCCL INFO."""
-    end = len(data)
-    while end > 0:
-        start = data.rfind(b"\n", 0, end) + 1
+    found = _last_line(data, 0, len(data), _INFO)
+    return data.count(b"\n", 0, found) + 1 if found is not None else 1
+
+
+def _last_line(data: bytes | bytearray, begin: int, end: int,
+               skip: tuple[bytes, ...] = ()) -> int | None:
+    """Where the last line of ``data[begin:end]`` starts that is not blank and holds none of
+    ``skip``; None: there is none."""
+    while end > begin:
+        start = max(data.rfind(b"\n", begin, end) + 1, begin)
         line = data[start:end]
-        if line.strip() and not any(info in line for info in _INFO):
-            break
+        if line.strip() and not any(word in line for word in skip):
+            return start
         end = start - 1
-    return data.count(b"\n", 0, max(end, 0)) + 1
+    return None
+
+
+class _Shown:
+    """The last line of a file that is not blank: where a log stopped (a hang's last words)."""
+
+    def __init__(self) -> None:
+        self.line, self.text = 0, ""
+
+    def see(self, data: bytes | bytearray, begin: int, end: int, first_line: int) -> None:
+        """``data[begin:end]``: whole lines, the first numbered ``first_line``."""
+        start = _last_line(data, begin, end)
+        if start is None:
+            return
+        stop = data.find(b"\n", start, end)
+        stop = end if stop < 0 else stop
+        raw = bytes(data[start:min(stop, start + _MAX_LINE_BYTES)])
+        self.line = first_line + data.count(b"\n", begin, start)
+        shown = clean(raw.decode("utf-8", "replace")).split("\r")  # a progress bar's redraws
+        self.text = next((part for part in reversed(shown) if part.strip()), "")
 
 
 def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:

@@ -29,10 +29,14 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
 
     {"verdict": "cause" | "no-known-cause" | "nothing-failed", "confidence": ...,
      "causes": [...], "unrecognised": [...], "failed_ranks": [...],
+     "ends": [{"file", "line", "text"}],
      "out_of_memory": [{"rank", "device", "peak_bytes", "capacity_bytes", "batch_size",
                         "fitting_batch", "grad_accum", "message"}],
      "skipped": ["events.jsonl:12: why", ...]}
 
+    ``ends``: when no error line was found and no run record says the job ended with 0, each
+    log's last line that is not blank (where a job that hung, or was stopped from outside,
+    left off).
     ``out_of_memory``: the ranks' ``rank_oom`` records (docs/estimate.md). ``skipped``: run
     records that could not be read and were left out of the verdict (at most ``MAX_SKIPPED``).
     """
@@ -45,6 +49,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
             {"rank": e.rank, "exitcode": e.exitcode, "signal": e.signal}
             for e in diagnosis.failed_exits
         ],
+        "ends": [_evidence_json(h) for h in diagnosis.ends],
         "out_of_memory": [asdict(o) for o in diagnosis.oom],
         "skipped": [short(printable(p)) for p in diagnosis.skipped[:MAX_SKIPPED]],
     }
@@ -98,9 +103,17 @@ def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
     else:  # a job that hung, or was stopped from outside, may print no error at all
         lines.append(f"No errors found in {diagnosis.files} file(s): no line in them says "
                      "that the job failed.")
+        _ends_text(diagnosis.ends, lines)
     _oom_text(diagnosis, lines)
     _skipped_text(diagnosis.skipped, lines)
     out.write("\n".join(lines) + "\n")
+
+
+def _ends_text(ends: tuple[Hit, ...], lines: list[str]) -> None:
+    """Where each log stopped: what a hung job printed last, or a stop from outside."""
+    if ends:
+        lines.append("If it hung or was stopped from outside, this is where each log ends:")
+        lines.extend(f"  {_loc(h)}  {short(printable(h.text))}" for h in ends)
 
 
 def _skipped_text(skipped: tuple[str, ...], lines: list[str]) -> None:
