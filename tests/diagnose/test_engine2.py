@@ -94,7 +94,8 @@ def test_the_end_mark_names_the_last_line_small_and_chunked() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    b"a\nb\nc\n", b"a\nb\nc", b"a\nb\nc\n\n \n", b"a\nb\n\x1b[2Kc 10%\rc 100%\r\n\n"])
+    b"a\nb\nc\n", b"a\nb\nc", b"a\nb\nc\n\n \n", b"a\nb\n\x1b[2Kc 10%\rc 100%\r\x1b[A\n\n",
+    b"a\nb\n" + b"c 1%|#|\r" * 30_000 + b"c 100%|##|"])  # a progress bar of 300 KB, no end
 def test_the_last_line_is_shown_small_and_chunked(data: bytes, monkeypatch: pytest.MonkeyPatch,
                                                   ) -> None:
     """Where a log stopped: its last line that is not blank (a progress bar's last redraw),
@@ -104,9 +105,11 @@ def test_the_last_line_is_shown_small_and_chunked(data: bytes, monkeypatch: pyte
         return [(h.line, h.text) for h in hits if h.rule_id == LAST_ID]
 
     whole = last(data)
-    assert whole[0][0] == 3 and whole[0][1].startswith("c")
+    assert whole[0][0] == 3 and whole[0][1] in ("c", "c 100%", "c 100%|##|")
     big = b"x" * 100 + b"\n"
     monkeypatch.setattr(matcher, "SMALL_BYTES", 1000)
+    assert last(big * 30 + data) == [(whole[0][0] + 30, whole[0][1])]
+    monkeypatch.setattr(matcher, "CHUNK_BYTES", 250)  # several chunks, lines across their ends
     assert last(big * 30 + data) == [(whole[0][0] + 30, whole[0][1])]
     assert last(b"\n \n") == []
 

@@ -174,7 +174,7 @@ class Matcher:
         if len(head) <= SMALL_BYTES:
             yield from self.scan_small(head)
             last = _last_said(head)
-            shown.see(head, 0, len(head), 1)
+            shown.see(head, 0, len(head), 1 + head.count(b"\n"))
         else:
             counter = [0]
             hosts = pdsh_hosts(head.decode("utf-8", "replace"))
@@ -207,14 +207,16 @@ class Matcher:
                 tail = (tail + bytes(buf[max(0, end - _MAX_LINE_BYTES):end]))[-_MAX_LINE_BYTES:]
                 if not skipping:
                     yield from self._scan_region(tail + b"\n", 0, -1, line_base, hosts)
+                    shown.see(tail, 0, len(tail), line_base)
                     tail = b""
                 start = end if skipping else end + 1
                 line_base += 0 if skipping else 1
             cut = buf.rfind(b"\n", start, filled) + 1
             if cut > start:
                 yield from self._scan_region(buf, start, cut, line_base, hosts)
-                shown.see(buf, start, cut, line_base)
-                line_base += buf.count(b"\n", start, cut)
+                newlines = buf.count(b"\n", start, cut)
+                shown.see(buf, start, cut, line_base + newlines)
+                line_base += newlines
             else:
                 cut = start
             carry = filled - cut
@@ -228,9 +230,10 @@ class Matcher:
             filled = carry + (stream.readinto(view[carry : carry + CHUNK_BYTES]) or 0)
         if carry and not skipping:
             yield from self._scan_region(bytes(buf[:carry]) + b"\n", 0, -1, line_base, hosts)
-            shown.see(buf, 0, carry, line_base)
+            shown.see(buf, 0, carry, line_base)  # one unfinished line: no newline in it
         if skipping and tail:  # the file ends inside an over-long line
             yield from self._scan_region(tail + b"\n", 0, -1, line_base, hosts)
+            shown.see(tail, 0, len(tail), line_base)
         counter[0] = line_base if carry and not skipping else line_base - 1
 
     def _scan_region(self, data: bytes | bytearray, begin: int, size: int,
@@ -365,17 +368,19 @@ class _Shown:
     def __init__(self) -> None:
         self.line, self.text = 0, ""
 
-    def see(self, data: bytes | bytearray, begin: int, end: int, first_line: int) -> None:
-        """``data[begin:end]``: whole lines, the first numbered ``first_line``."""
+    def see(self, data: bytes | bytearray, begin: int, end: int, after: int) -> None:
+        """``data[begin:end]``: lines; ``after``: the number of its first line plus its
+        newlines (the region's lines are counted once, by the caller)."""
         start = _last_line(data, begin, end)
         if start is None:
             return
         stop = data.find(b"\n", start, end)
         stop = end if stop < 0 else stop
-        raw = bytes(data[start:min(stop, start + _MAX_LINE_BYTES)])
-        self.line = first_line + data.count(b"\n", begin, start)
-        shown = clean(raw.decode("utf-8", "replace")).split("\r")  # a progress bar's redraws
-        self.text = next((part for part in reversed(shown) if part.strip()), "")
+        raw = bytes(data[max(start, stop - _MAX_LINE_BYTES):stop]).decode("utf-8", "replace")
+        # a progress bar redraws its line after each "\r": the terminal showed the last one
+        text = next((t for t in map(clean, reversed(raw.split("\r"))) if t.strip()), "")
+        if text:
+            self.line, self.text = after - data.count(b"\n", start, end), text
 
 
 def attribution_groups(rules: RuleSet) -> list[tuple[str, bool, tuple[str, ...]]]:
