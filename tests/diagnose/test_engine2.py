@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distrun.diagnose import diagnose, matcher
+from distrun.diagnose import diagnose, matcher, to_json
 from distrun.diagnose.matcher import END_ID, LAST_ID, Matcher
 from distrun.diagnose.rules import default_rules
 
@@ -112,6 +112,15 @@ def test_the_last_line_is_shown_small_and_chunked(data: bytes, monkeypatch: pyte
     monkeypatch.setattr(matcher, "CHUNK_BYTES", 250)  # several chunks, lines across their ends
     assert last(big * 30 + data) == [(whole[0][0] + 30, whole[0][1])]
     assert last(b"\n \n") == []
+
+
+def test_ends_are_given_only_when_no_error_was_found(tmp_path: Path) -> None:
+    quiet, failed = tmp_path / "quiet.log", tmp_path / "failed.log"
+    quiet.write_text("step 1 loss 2.0\nstep 2 loss 1.9\n\n")
+    failed.write_text("step 1 loss 2.0\ntorch.OutOfMemoryError: CUDA out of memory.\n")
+    assert to_json(diagnose([quiet]))["ends"] == [
+        {"file": str(quiet), "line": 2, "text": "step 2 loss 1.9"}]
+    assert to_json(diagnose([quiet, failed]))["ends"] == []
 
 
 LIGHTNING = "initializing ddp: GLOBAL_RANK: {r}, MEMBER: {m}/8"
