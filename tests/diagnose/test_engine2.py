@@ -123,6 +123,26 @@ def test_ends_are_given_only_when_no_error_was_found(tmp_path: Path) -> None:
     assert to_json(diagnose([quiet, failed]))["ends"] == []
 
 
+RAY_LOST = [
+    "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+    "\tclass_name: RayWorkerWrapper",
+    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker "
+    "exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There "
+    "are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to "
+    "high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly "
+    "due to SIGSEGV or other unexpected errors.",
+]
+
+
+def test_ray_s_list_of_guesses_for_a_lost_worker_is_no_out_of_memory(tmp_path: Path) -> None:
+    """The raylet prints the same three guesses for every worker whose connection dropped:
+    the lost worker is a consequence (its cause is in its own log), not a host OOM."""
+    assert verdict(tmp_path, RAY_LOST)[0] == "elastic-summary-no-root-cause"
+    oom = ("(raylet) node_manager.cc:3035: 1 Workers (tasks / actors) killed due to memory "
+           "pressure (OOM), 0 Workers crashed due to other reasons at node")
+    assert verdict(tmp_path, [*RAY_LOST, oom])[0] == "host-oom-or-killed"
+
+
 LIGHTNING = "initializing ddp: GLOBAL_RANK: {r}, MEMBER: {m}/8"
 NEW_LIGHTNING = "Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {m}/4"
 

@@ -116,6 +116,14 @@ BENIGN_PATTERNS = (
     # `torchvision.io`, you can ignore this warning."); training goes on. A torchvision built
     # for another torch fails for real on its ops: "operator torchvision::nms does not exist".
     "Failed to load image Python extension",
+    # Ray's raylet when a worker's connection drops (node_manager.cc
+    # HandleClientConnectionError): "Worker unexpectedly exits with a connection error code 2.
+    # End of file. There are some potential root causes. (1) The process is killed by SIGKILL
+    # by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is
+    # crashed unexpectedly due to SIGSEGV ...". A list of guesses printed for every lost
+    # worker, not a sign of memory; Ray's RayActorError line names the lost worker, and a
+    # real kill is the raylet's "killed due to memory pressure (OOM)" or the kernel's.
+    "There are some potential root causes\\. \\(1\\) The process is killed by SIGKILL by OOM",
 )
 # NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs every collective a process issues
 # (src/enqueue.cc: "<Op>: opCount <n> sendbuff ... count <c> datatype <d> op <o> root <r>
