@@ -92,6 +92,19 @@ def test_a_failure_sign_is_read_only_when_the_job_did_not_end_with_0(
     assert signs == ([] if exitcode == 0 else [(0, "Traceback (most recent call last):")])
 
 
+@pytest.mark.parametrize(("exitcode", "said"), [
+    (0, "nothing failed."), (1, "the run record says the job ended with exit code 1."),
+    (None, "no line in them says that the job failed.")])
+def test_no_error_line_says_what_the_run_record_says(
+        tmp_path: Path, exitcode: int | None, said: str) -> None:
+    events = [] if exitcode is None else [
+        {"time": T0 + "52.000000Z", "event": "job_finished", "exitcode": exitcode}]
+    run = make_run(tmp_path, {0: [line(1, "step 1", "out")]}, events)
+    out = io.StringIO()
+    write_text(diagnose([run]), out)
+    assert out.getvalue().splitlines()[0].endswith(f"file(s): {said}")
+
+
 def test_a_failed_rank_s_exit_comes_with_its_failure_signs(tmp_path: Path) -> None:
     run = make_run(tmp_path, {1: [line(1, "Traceback (most recent call last):")]}, [
         {"time": T0 + "50.000000Z", "event": "rank_exited", "rank": 1, "exitcode": 1,

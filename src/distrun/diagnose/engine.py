@@ -121,7 +121,7 @@ class Diagnosis:
     files: int
     oom: tuple[OomReport, ...] = ()  # the ranks' out-of-memory records (rank_oom events)
     skipped: tuple[str, ...] = ()  # run records that could not be read: "file:line: why"
-    ended_ok: bool = False  # the run record says the job ended with exit code 0
+    job_exitcode: int | None = None  # the job's exit code in its run record, if it has one
     ends: tuple[Hit, ...] = ()  # with no error found: each log's last line that is not blank
 
     @property
@@ -150,7 +150,7 @@ def diagnose(paths: Iterable[Path], rules: RuleSet | None = None) -> Diagnosis:
     failed_exits = tuple(e for e in info.exits if e.exitcode != 0)
     found = decide(hits, ruleset, info, failed_exits, len(files))
     return replace(found, oom=tuple(oom_report(o) for o in info.ooms),
-                   skipped=tuple(info.problems), ended_ok=info.job_exitcode == 0)
+                   skipped=tuple(info.problems), job_exitcode=info.job_exitcode)
 
 
 @lru_cache(maxsize=4)

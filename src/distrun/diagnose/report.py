@@ -98,11 +98,12 @@ def write_text(diagnosis: Diagnosis, out: IO[str]) -> None:
         _causes_text(diagnosis, lines)
     elif diagnosis.failed:
         _unknown_text(diagnosis, lines)
-    elif diagnosis.ended_ok:
+    elif diagnosis.job_exitcode == 0:
         lines.append(f"No errors found in {diagnosis.files} file(s): nothing failed.")
     else:  # a job that hung, or was stopped from outside, may print no error at all
-        lines.append(f"No errors found in {diagnosis.files} file(s): no line in them says "
-                     "that the job failed.")
+        said = "no line in them says that the job failed" if diagnosis.job_exitcode is None \
+            else f"the run record says the job ended with exit code {diagnosis.job_exitcode}"
+        lines.append(f"No errors found in {diagnosis.files} file(s): {said}.")
         _ends_text(diagnosis.ends, lines)
     _oom_text(diagnosis, lines)
     _skipped_text(diagnosis.skipped, lines)
