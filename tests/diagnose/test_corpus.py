@@ -40,8 +40,9 @@ LABELS: dict[str, dict[str, object]] = {
 HELDOUT_MIN_CASES = 30
 HELDOUT_GOAL = 0.90  # not reached yet: see docs/diagnose.md
 # the floor: 266/299 = 89.0 % (session 9); 265/298 = 88.9 % since session 12 moved a right
-# case out; 266/298 = 89.26 % in session 13 (goal 0.90)
-HELDOUT_MIN_ACCURACY = 0.892
+# case out; 266/298 = 89.26 % in session 13 (goal 0.90); lowered to 284/323 = 87.9 % when
+# session 15's blind-collected held-out cases came in (the 25 new: 18/25)
+HELDOUT_MIN_ACCURACY = 0.879
 # Rules with no public case: distrun's own stall record exists only in run directories
 # distrun wrote (tested in test_engine.py).
 NO_PUBLIC_CASE = {"distrun-stall"}

@@ -1,0 +1,37 @@
+"""Wordings added in session 15 (issue 12), from development cases and the printing sources.
+
+Each case is a short log as a user would paste it; the test asserts the verdict they read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from wording import Case, Neighbour, check_neighbour, check_wording
+
+NOISE = "step 10 loss 2.31\nstep 20 loss 2.17\n"
+
+CASES: dict[str, Case] = {
+    # nccl.torch's ffi.lua: the binding's own look-up of the library failed
+    "nccl binding's look-up": (
+        "nccl/ffi.lua:195: 'libnccl.so not found in library path.\nPlease install nccl.\n",
+        "nccl-cuda-library-mismatch", "high", None),
+    "rccl binding's look-up": (
+        NOISE + "RuntimeError: librccl.so.1 not found\n", "nccl-cuda-library-mismatch", "high", None),
+}
+
+NEIGHBOURS: dict[str, Neighbour] = {
+    # a model file that is not there names no library
+    "a checkpoint not found": (NOISE + "FileNotFoundError: model.safetensors not found\n", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_wording(tmp_path: Path, name: str) -> None:
+    check_wording(tmp_path, name, CASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(NEIGHBOURS))
+def test_neighbour(tmp_path: Path, name: str) -> None:
+    check_neighbour(tmp_path, name, NEIGHBOURS[name])
