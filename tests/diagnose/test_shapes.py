@@ -224,6 +224,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("flat-space", "memory/g-lambdalabs-sd-summoning-checkpoint-killed.log"): _BARE_KILLED,
     ("flat-space", "memory/g-gpt2-finetune-training-killed-cpu-oom.log"): _BARE_KILLED,
     ("flat-space", "memory/t-nmt-chatbot-init-train-iterator-killed.log"): _BARE_KILLED,
+    ("flat-space", "memory/aj-chatglm6b-web-demo-loading-shards-killed.log"): _BARE_KILLED,
     ("flat-space", "collective/b-dup-gpu-atmorep-srun-label.log"):
         "srun's '3: ' label in the middle of a joined line cannot be told from text",
     ("flat-space", "jax/register-barrier-timeout.log"): _TASK_NAMED,
