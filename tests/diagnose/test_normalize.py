@@ -164,6 +164,21 @@ def test_message_wrapped_over_three_lines_and_mid_word_is_found(tmp_path: Path) 
     assert (root["id"], root["rank"]) == ("cuda-out-of-memory", 2)
 
 
+def test_a_terminal_cut_through_a_progress_bars_padding_is_rejoined(tmp_path: Path) -> None:
+    # tqdm pads its bar with blanks; a 40-column terminal cut it into a row of blanks only,
+    # then the rest: a watchdog line printed on the bar's line, of rank 2 under rank 3's prefix
+    bar = "[rank3]: tokenizing:   9%|###" + " " * 55 + "| 280/2969 [29:55<4:48:08]"
+    watchdog = "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation " \
+               "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE) ran for 1800328 milliseconds"
+    line = bar + watchdog
+    cut = "\n".join(line[i : i + 40] for i in range(0, len(line), 40))
+    assert "\n" + " " * 40 + "\n" in cut + "\n"  # one row is blanks only
+    joined = [row for row in unwrap(cut + "\n").split("\n") if row]
+    assert joined == [line]
+    cause = diagnosed(tmp_path, cut + "\n")
+    assert (cause["id"], cause["rank"]) == ("collective-timeout", 3)
+
+
 def test_wrapped_error_line_joins_the_launcher_summary_it_starts(tmp_path: Path) -> None:
     # subprocess.CalledProcessError as DeepSpeed/accelerate print it, wrapped by the paste:
     # the first piece alone looks like an unknown error, the joined lines are the summary

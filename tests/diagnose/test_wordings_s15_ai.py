@@ -6,10 +6,7 @@ Each case is a short log as a user would paste it; the test asserts the verdict 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from wording import Case, Neighbour, check_neighbour, check_wording
+from tests.diagnose.wording import Case, Neighbour, wording_tests
 
 NOISE = "step 10 loss 2.31\nstep 20 loss 2.17\n"
 UNAVAILABLE = "cuda-unavailable"
@@ -48,11 +45,4 @@ NEIGHBOURS: dict[str, Neighbour] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_wording(tmp_path: Path, name: str) -> None:
-    check_wording(tmp_path, name, CASES[name])
-
-
-@pytest.mark.parametrize("name", sorted(NEIGHBOURS))
-def test_neighbour(tmp_path: Path, name: str) -> None:
-    check_neighbour(tmp_path, name, NEIGHBOURS[name])
+test_wording_names_the_rule, test_neighbour_is_not_taken = wording_tests(CASES, NEIGHBOURS)

@@ -477,7 +477,8 @@ def _glue(line: str, length: int, following: str, width: int, *, cut: bool,
     would not fit (glue " "), and cuts a word longer than the width.
     """
     if not following.strip():
-        return None
+        # a terminal cut inside a run of blanks (a progress bar's padding): a whole row of them
+        return "" if cut and length == width and len(following) == width else None
     if cut and length == width and _cut_rest(line, following, hosts):
         return ""
     if _word_fits(line, length, following, width, hosts) is not False:
