@@ -5,9 +5,7 @@ Each case is a short log as a user would paste it; the test asserts the verdict 
 
 from __future__ import annotations
 
-from tests.diagnose.wording import Case, Neighbour, wording_tests
-
-NOISE = "step 10 loss 2.31\nstep 20 loss 2.17\n"
+from tests.diagnose.wording import NOISE, Case, Neighbour, wording_tests
 
 CASES: dict[str, Case] = {
     # nccl.torch's ffi.lua: the binding's own look-up of the library failed

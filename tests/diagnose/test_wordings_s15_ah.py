@@ -6,9 +6,8 @@ Each case is a short log as a user would paste it; the test asserts the verdict 
 
 from __future__ import annotations
 
-from tests.diagnose.wording import Case, Neighbour, wording_tests
+from tests.diagnose.wording import NOISE, Case, Neighbour, wording_tests
 
-NOISE = "step 10 loss 2.31\nstep 20 loss 2.17\n"
 NCCL_INIT = (
     "node1:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
     "node1:4242:4242 [0] NCCL INFO cudaDriverVersion 12040\n"

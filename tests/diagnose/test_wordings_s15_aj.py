@@ -5,9 +5,8 @@ Each case is a short log as a user would paste it; the test asserts the verdict 
 
 from __future__ import annotations
 
-from tests.diagnose.wording import Case, Neighbour, wording_tests
+from tests.diagnose.wording import NOISE, Case, Neighbour, wording_tests
 
-NOISE = "step 10 loss 2.31\nstep 20 loss 2.17\n"
 ACCELERATE_P2P = (
     "NotImplementedError: Using {cards} series doesn't support faster communication broadband via"
     " P2P or IB. Please set `NCCL_P2P_DISABLE=\"1\"` and `NCCL_IB_DISABLE=\"1\" or use `accelerate"

@@ -9,6 +9,7 @@ import pytest
 
 from distrun.diagnose import diagnose
 
+NOISE = "step 10 loss 2.31\nstep 20 loss 2.17\n"  # training output before the message
 Case = tuple[str, str | None, str | None, int | None]  # log text, rule, confidence, rank or None
 Neighbour = tuple[str, str | None]  # log text, the rule it must read as (None: no known cause)
 
