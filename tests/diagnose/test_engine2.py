@@ -258,3 +258,16 @@ def test_weak_wordings_of_two_rules_that_refine_each_other_keep_the_earliest() -
     assert {"cuda-unavailable"} <= set(rules.by_id("cuda-invalid-device-ordinal").refines)
     assert {"cuda-invalid-device-ordinal"} <= set(rules.by_id("cuda-unavailable").refines)
     assert [h.rule_id for h in refine(hits, rules)] == [h.rule_id for h in hits]
+
+
+def test_a_wrap_that_leaves_the_summary_on_its_second_piece_still_names_the_kill(
+        tmp_path: Path) -> None:
+    # torchelastic's failure line, wrapped by a page at 80 columns: the second piece alone
+    # reads as the summary (a consequence); joined, it reports the SIGKILL that caused it
+    wrapped = ["[rank3]: ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode:",
+               "-9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python3"]
+    assert verdict(tmp_path, wrapped) == ("host-oom-or-killed", "medium", 3)
+    # a cause named by a piece alone is kept: the next line's summary is no part of it
+    cause = ["[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             "[rank3]: failed (exitcode: 1) local_rank: 3 (pid: 5343) of binary: python3"]
+    assert verdict(tmp_path, cause)[0] == "cuda-out-of-memory"

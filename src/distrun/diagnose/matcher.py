@@ -291,10 +291,10 @@ class Matcher:
         joined = [glue.join(texts[i : i + width]) for i in range(len(texts) - width + 1)]
         for index in self._candidates(joined):
             members = [hits.get(index + k) for k in range(width)] if index < len(joined) else []
-            if not members or any(m is not None and _is_rule(m) and m.strong for m in members):
+            if not members:
                 continue
             found = self.classify(joined[index])
-            if found is None or not _names_a_cause(found[0]):
+            if found is None or not _names_a_cause(found[0]) or self._piece_wins(found, members):
                 continue
             if not found[1] and not self._weak_join_gains(found[0], members,
                                                           texts[index : index + width], glue):
@@ -307,6 +307,15 @@ class Matcher:
             node = next((e.logical.node for e in pieces if e.logical.node is not None), None)
             hits[index] = _hit(found, entry.line, entry.time, Logical(
                 joined[index], ranked.rank if ranked else None, node, ranked.span if ranked else ()))
+
+    def _piece_wins(self, found: tuple[str, bool], members: list[RawHit | None]) -> bool:
+        """A piece that names a cause alone keeps it, unless its rule is secondary, a consequence (the elastic
+        summary's "local_rank: 0 (pid: 1) of binary") and the joined text names a primary
+        cause outright ("failed (exitcode:" / "-9) local_rank: 0 ...": the kill it reports)."""
+        primary = found[1] and self.rules.by_id(found[0]).kind == "primary"
+        return any(_is_rule(m) and m.strong and (
+            not primary or self.rules.by_id(m.rule_id).kind == "primary")
+            for m in members if m is not None)
 
     def _weak_join_gains(self, rule_id: str, members: list[RawHit | None], pieces: list[str],
                          glue: str) -> bool:
