@@ -235,6 +235,10 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("words-80", "jax/register-barrier-timeout.log"): _TASK_NAMED,
     ("cut-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
     ("words-60", "memory/spawn-process-0-sigkill.log"): _ONE_WRAP,
+    ("words-60", "driver/ak-sd-cpp-docker-cuda-image-no-gpus-libcuda.log"):
+        "one pasted line wrapped in two: no width to tell a wrap by; its second piece alone "
+        "('cannot open shared object file') is a weak library wording, and a weak wording "
+        "joined over the wrap ('libcuda.so.1: cannot open ...') does not replace it",
     ("cut-80", "memory/o-ra-isf-elastic-exitcode-9-title.log"): _ONE_WRAP,
     ("cut-80", "collective/b-ompi-btl-tcp-peer-closed.log"): _CUT_OR_WORDS,
     ("words-80", "jax/b-tpu-backend-init-60s-all-hosts.log"): _CUT_OR_WORDS,
