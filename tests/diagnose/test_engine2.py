@@ -271,3 +271,17 @@ def test_a_wrap_that_leaves_the_summary_on_its_second_piece_still_names_the_kill
     cause = ["[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
              "[rank3]: failed (exitcode: 1) local_rank: 3 (pid: 5343) of binary: python3"]
     assert verdict(tmp_path, cause)[0] == "cuda-out-of-memory"
+
+
+def test_torch_npu_s_error_header_names_the_rank_of_the_cann_message_under_it(
+        tmp_path: Path) -> None:
+    # torch_npu prints "(PID:.., Device:.., RankID:..)" on a header; CANN's message follows
+    lines = ["[ERROR] 2024-08-28-16:15:00 (PID:15597, Device:2, RankID:5) ERR00100 PTA call "
+             "acl api failed",
+             "EL0004: 2024-08-28-16:15:00.358.141 Failed to allocate memory.",
+             "        Possible Cause: Available memory is insufficient.",
+             "        rtFftsPlusTaskLaunch execute failed, reason=[driver error:out of memory]"]
+    assert verdict(tmp_path, lines) == ("cuda-out-of-memory", "high", 5)
+    # a process that is no rank prints RankID:-1: no rank then
+    alone = [lines[0].replace("RankID:5", "RankID:-1"), *lines[1:]]
+    assert verdict(tmp_path, alone) == ("cuda-out-of-memory", "high", None)

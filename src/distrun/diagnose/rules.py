@@ -135,6 +135,9 @@ COLLECTIVE_DUMP_PATTERNS = ("NCCL INFO [A-Za-z]+: opCount [0-9a-f]+ ",)
 RANK_CONTEXT_PATTERNS = (
     "rank *: [0-9]+ \\(local_rank",  # torch < 1.10 wrote "rank: 3 (local_rank: 3)"
     "Process [0-9]+ terminated with the following error",  # torch.multiprocessing.spawn
+    # torch_npu's error header ("[ERROR] <time> (PID:15597, Device:2, RankID:2) ERR00100 PTA
+    # call acl api failed"), over the CANN message lines it introduces (EL0004: ...)
+    "\\(PID:[0-9]+, Device:[0-9]+, RankID:[0-9]+\\)",
 )
 
 _FORBIDDEN = ("(?", "\\d", "\\s", "\\w", "\\b", "*?", "+?", "??")
