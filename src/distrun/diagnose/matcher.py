@@ -291,10 +291,15 @@ class Matcher:
         joined = [glue.join(texts[i : i + width]) for i in range(len(texts) - width + 1)]
         for index in self._candidates(joined):
             members = [hits.get(index + k) for k in range(width)] if index < len(joined) else []
-            if not members:
+            # a piece that names a cause alone keeps it; a consequence's piece only gives way
+            # to a primary cause the joined text names outright (torchelastic's "failed
+            # (exitcode:" / "-9) local_rank: 0 (pid: 1) of binary": the kill it reports)
+            strong = [m.rule_id for m in members if m is not None and _is_rule(m) and m.strong]
+            if not members or any(self._primary(rule_id) for rule_id in strong):
                 continue
             found = self.classify(joined[index])
-            if found is None or not _names_a_cause(found[0]) or self._piece_wins(found, members):
+            if found is None or not _names_a_cause(found[0]) or (
+                    strong and not (found[1] and self._primary(found[0]))):
                 continue
             if not found[1] and not self._weak_join_gains(found[0], members,
                                                           texts[index : index + width], glue):
@@ -308,14 +313,8 @@ class Matcher:
             hits[index] = _hit(found, entry.line, entry.time, Logical(
                 joined[index], ranked.rank if ranked else None, node, ranked.span if ranked else ()))
 
-    def _piece_wins(self, found: tuple[str, bool], members: list[RawHit | None]) -> bool:
-        """A piece that names a cause alone keeps it, unless its rule is secondary, a consequence (the elastic
-        summary's "local_rank: 0 (pid: 1) of binary") and the joined text names a primary
-        cause outright ("failed (exitcode:" / "-9) local_rank: 0 ...": the kill it reports)."""
-        primary = found[1] and self.rules.by_id(found[0]).kind == "primary"
-        return any(_is_rule(m) and m.strong and (
-            not primary or self.rules.by_id(m.rule_id).kind == "primary")
-            for m in members if m is not None)
+    def _primary(self, rule_id: str) -> bool:
+        return self.rules.by_id(rule_id).kind == "primary"
 
     def _weak_join_gains(self, rule_id: str, members: list[RawHit | None], pieces: list[str],
                          glue: str) -> bool:
