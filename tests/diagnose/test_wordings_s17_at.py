@@ -21,6 +21,9 @@ CASES: dict[str, Case] = {
     "p2p disable, by setting the variable": (
         "the model freezes when using 4 or more GPUs. I confirmed that the model works by "
         "setting the variable NCCL_P2P_DISABLE =1 .\n", P2P, "low", None),
+    "p2p disable named as the solution": (
+        "I found the solution to the problem: use `export NCCL_P2P_DISABLE=1`, the freezing is "
+        "gone\n", P2P, "low", None),
     "p2p disable, once exported": (
         NOISE + "training runs once exporting NCCL_P2P_DISABLE=1\n", P2P, "low", None),
     # the interface choice (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME) named as the fix
@@ -62,6 +65,8 @@ NEIGHBOURS: dict[str, Neighbour] = {
         "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in "
         "use).\nworks with NCCL_SOCKET_IFNAME=eth0 on the other node\n", "address-in-use"),
     # the reporter's negative finding is no finding
+    "p2p workaround that did not help": (
+        NOISE + "the workaround NCCL_P2P_DISABLE=1 did not help, it still freezes\n", None),
     "socket ifname did not help": (
         NOISE + "setting NCCL_SOCKET_IFNAME=eth0 did not help, it still hangs\n", None),
     # a guard around logging, not around a collective
