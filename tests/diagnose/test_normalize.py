@@ -229,6 +229,19 @@ def test_a_pages_wrap_is_rejoined_with_spaces() -> None:
     assert [line for line in unwrap(text).split("\n") if line] == [WATCHDOG, OOM]
 
 
+def test_a_wrap_after_a_kept_space_joins_with_one_space(tmp_path: Path) -> None:
+    # an 80-column paste whose wrap kept the space it broke at ("undefined " / "symbol: ..."),
+    # then a progress bar's line (its '\r' and the blank before it dropped) and the next bar
+    message = "[rank3]: 2024-05-01 12:00:00,123 - INFO - torch/lib/libtorch_cuda.so: " \
+              "undefined symbol: ncclCommRegister"
+    bar = "Epoch 1:  37%|###7      | 370/1000 [01:02<01:46,  5.91it/s, loss=2.31]"
+    text = f"{message[:80]}\n{message[80:]}\n[rank5]: {bar}\r\n{bar}\n"
+    assert message[:80].endswith("undefined ")
+    assert message in unwrap(text).split("\n")
+    cause = diagnosed(tmp_path, text)
+    assert (cause["id"], cause["rank"]) == ("nccl-cuda-library-mismatch", 3)
+
+
 @pytest.mark.parametrize("text", [
     TRACE + "RuntimeError: CUDA error: invalid device ordinal\n" * 4,  # repeated by 4 ranks
     TRACE + f"{OOM}\nCUDA kernel errors might be asynchronously reported\n",

@@ -353,6 +353,8 @@ def unwrap(text: str) -> str:
         if glue is None:
             head = index
             continue
+        if glue == " ":  # a page breaks at a space: one, whether or not the line kept it
+            out[head] = out[head].rstrip(" ")
         out[head] += glue + _rest(lines[index - 1], lines[index], hosts)
         out[index] = ""
     return "\n".join(out)
